@@ -1,0 +1,529 @@
+"""TRPO with a categorical policy for classic-control environments (default CartPole-v1).
+
+Trust Region Policy Optimization (Schulman et al., 2015) with GAE (Schulman et al., 2016).
+Every iteration collects num_steps x num_envs transitions, then
+  1. estimates advantages A_t with GAE,
+  2. maximises the surrogate L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta)
+     subject to mean KL(pi_old || pi_theta) <= max_kl: a natural-gradient step found by conjugate
+     gradient, scaled to the trust region and checked by a backtracking line search,
+  3. fits the value network (a separate network, so it never moves the policy) by regression
+     on the GAE returns.
+"""
+
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.distributions import Categorical
+from torch.distributions.kl import kl_divergence
+from torch.func import functional_call, jvp, vjp
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of python, numpy, torch, every env and action space"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = False
+    """if toggled and a GPU is available, train on CUDA"""
+    track: bool = False
+    """if toggled, track the run with Weights and Biases"""
+    wandb_project_name: str = "trpo"
+    """the wandb project name"""
+    wandb_entity: str | None = None
+    """the wandb entity (team)"""
+    capture_video: bool = False
+    """if toggled, record videos of env 0 into videos/{run_name}"""
+    save_model: bool = False
+    """if toggled, save the networks and normalization statistics to runs/{run_name}/{exp_name}.model"""
+
+    env_id: str = "CartPole-v1"
+    """the id of a gymnasium env with Discrete actions and Box observations"""
+    total_timesteps: int = 100_000
+    """total environment steps over all envs"""
+    num_envs: int = 4
+    """the number of parallel environments"""
+    num_steps: int = 512
+    """the number of steps per env per policy update"""
+    gamma: float = 0.99
+    """the discount factor"""
+    gae_lambda: float = 0.97
+    """the GAE lambda"""
+    norm_adv: bool = True
+    """if toggled, normalize the advantages over the batch"""
+    max_kl: float = 0.02
+    """the trust region radius: the largest mean KL(old || new) a step may reach"""
+    cg_iters: int = 10
+    """conjugate gradient iterations"""
+    cg_damping: float = 0.1
+    """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
+    fvp_subsample: float = 1.0
+    """fraction of the batch used for Fisher-vector products"""
+    backtrack_iters: int = 10
+    """the most line-search steps"""
+    backtrack_coeff: float = 0.8
+    """each line-search step shrinks the step by this factor"""
+    ent_coef: float = 0.0
+    """coefficient of the entropy bonus in the surrogate objective"""
+    vf_lr: float = 1e-3
+    """the Adam learning rate of the value network"""
+    vf_epochs: int = 10
+    """passes over the batch when fitting the value network"""
+    vf_minibatches: int = 8
+    """minibatches per value-network pass"""
+    norm_obs: bool = False
+    """if toggled, normalize observations by their running mean and std"""
+    eval_episodes: int = 10
+    """deterministic evaluation episodes after training"""
+
+    batch_size: int = 0
+    """the batch size, num_envs * num_steps (computed at runtime)"""
+    num_iterations: int = 0
+    """the number of policy updates (computed at runtime)"""
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id)
+        return env
+
+    return thunk
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Actor(nn.Module):
+    def __init__(self, obs_dim, num_actions):
+        super().__init__()
+        self.net = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, num_actions), std=0.01),
+        )
+
+    def forward(self, obs):
+        """Logits of the categorical policy."""
+        return self.net(obs)
+
+
+class Critic(nn.Module):
+    def __init__(self, obs_dim):
+        super().__init__()
+        self.net = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+
+    def forward(self, obs):
+        return self.net(obs).squeeze(-1)
+
+
+class RunningMeanStd:
+    """Mean and variance of a stream of batches, merged with Chan et al.'s parallel formula."""
+
+    def __init__(self, shape):
+        self.mean = np.zeros(shape)
+        self.var = np.ones(shape)
+        self.count = 1e-4
+
+    def update(self, batch):
+        batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.var = sum_sq / total
+        self.count = total
+
+    def normalize(self, x):
+        return np.clip((x - self.mean) / np.sqrt(self.var + 1e-8), -10.0, 10.0)
+
+    def state_dict(self):
+        return {"mean": torch.as_tensor(self.mean), "var": torch.as_tensor(self.var), "count": self.count}
+
+    def load_state_dict(self, state):
+        self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
+
+
+def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
+    """GAE over (num_steps, num_envs) tensors, all envs at once.
+
+    Convention: dones[t] = 1 when transition t ended its episode (terminated or truncated), so
+    s_{t+1} belongs to a new episode and is not bootstrapped from. A truncated transition already
+    carries gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
+    """
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last_gae = torch.zeros_like(next_value)
+    for t in reversed(range(num_steps)):
+        next_values = next_value if t == num_steps - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_values * not_done - values[t]
+        last_gae = delta + gamma * gae_lambda * not_done * last_gae
+        advantages[t] = last_gae
+    return advantages, advantages + values
+
+
+def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef):
+    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))].
+
+    The gradient step and the line search both call this, so they optimise the same objective."""
+    dist = Categorical(logits=actor(obs))
+    ratio = torch.exp(dist.log_prob(actions) - old_logprobs)
+    return (ratio * advantages).mean() + ent_coef * dist.entropy().mean()
+
+
+def mean_kl(actor, obs, old_logits):
+    """Mean KL(pi_old || pi_theta) over the states; the old distribution is a constant."""
+    return kl_divergence(Categorical(logits=old_logits.detach()), Categorical(logits=actor(obs))).mean()
+
+
+def fisher_vector_product_fn(actor, obs):
+    """Return v -> F v, with F the Hessian of mean KL(pi_old || pi_theta) at theta = theta_old.
+
+    At theta_old the KL's gradient w.r.t. the logits z is zero, so its Hessian w.r.t. theta is the
+    Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and M = diag(p) - p p^T the Hessian
+    of the KL w.r.t. z. J v is one forward-mode pass and J^T u one backward pass: no double
+    backward through the network.
+    """
+    params = {name: p.detach() for name, p in actor.named_parameters()}
+
+    def logits_fn(params):
+        return functional_call(actor, params, (obs,))
+
+    logits, pullback = vjp(logits_fn, params)
+    probs = torch.softmax(logits, dim=-1).detach()
+
+    def fisher_vector_product(vector):
+        tangents, offset = {}, 0
+        for name, p in params.items():
+            tangents[name] = vector[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+        _, jv = jvp(logits_fn, (params,), (tangents,))
+        m_jv = probs * (jv - (probs * jv).sum(-1, keepdim=True))
+        (grads,) = pullback(m_jv / obs.shape[0])
+        return torch.cat([g.reshape(-1) for g in grads.values()])
+
+    return fisher_vector_product
+
+
+def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
+    """Approximately solve A x = b for a symmetric positive-definite A given only v -> A v."""
+    x = torch.zeros_like(b)
+    residual = b.clone()
+    direction = b.clone()
+    residual_sq = residual @ residual
+    for _ in range(iters):
+        a_direction = matrix_vector_product(direction)
+        alpha = residual_sq / (direction @ a_direction)
+        x += alpha * direction
+        residual -= alpha * a_direction
+        new_residual_sq = residual @ residual
+        if new_residual_sq < residual_tol:
+            break
+        direction = residual + (new_residual_sq / residual_sq) * direction
+        residual_sq = new_residual_sq
+    return x
+
+
+def line_search(actor, objective_fn, kl_fn, full_step, max_kl, backtrack_iters, backtrack_coeff):
+    """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
+    mean KL is at most max_kl and whose objective beats the old one. On failure theta_old is restored.
+
+    Returns (success, step_fraction, iterations, kl, actual_improvement); kl is NaN on failure.
+    """
+    old_params = parameters_to_vector(actor.parameters()).detach().clone()
+    with torch.no_grad():
+        old_objective = objective_fn()
+        for k in range(backtrack_iters):
+            step_fraction = backtrack_coeff**k
+            vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
+            improvement = (objective_fn() - old_objective).item()
+            kl = kl_fn().item()
+            # NaN fails both comparisons, so a non-finite trial step is never accepted.
+            if kl <= max_kl and improvement > 0:
+                return True, step_fraction, k + 1, kl, improvement
+        vector_to_parameters(old_params, actor.parameters())
+    return False, 0.0, backtrack_iters, float("nan"), 0.0
+
+
+def evaluate(checkpoint, env_id, eval_episodes, seed, device):
+    """Greedy (argmax) episodes with fresh networks loaded from a checkpoint; frozen obs statistics."""
+    env = gym.make(env_id)
+    actor = Actor(np.prod(env.observation_space.shape), env.action_space.n).to(device)
+    actor.load_state_dict(checkpoint["actor"])
+    obs_rms = None
+    if checkpoint["obs_rms"] is not None:
+        obs_rms = RunningMeanStd(env.observation_space.shape)
+        obs_rms.load_state_dict(checkpoint["obs_rms"])
+    episodic_returns = []
+    obs, _ = env.reset(seed=seed)
+    episodic_return = 0.0
+    while len(episodic_returns) < eval_episodes:
+        obs = obs_rms.normalize(obs) if obs_rms is not None else obs
+        with torch.no_grad():
+            action = actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).argmax().item()
+        obs, reward, terminated, truncated, _ = env.step(action)
+        episodic_return += reward
+        if terminated or truncated:
+            episodic_returns.append(episodic_return)
+            episodic_return = 0.0
+            obs, _ = env.reset()
+    env.close()
+    return episodic_returns
+
+
+def check_args(args):
+    """Return an error message for arguments no run can use, else None."""
+    if args.num_envs < 1 or args.num_steps < 1:
+        return "num_envs and num_steps must be at least 1"
+    if args.max_kl <= 0:
+        return "max_kl must be positive"
+    if not 0 < args.fvp_subsample <= 1:
+        return "fvp_subsample must be in (0, 1]"
+    if args.total_timesteps < args.num_envs * args.num_steps:
+        return "total_timesteps must be at least num_envs * num_steps"
+    return None
+
+
+def main(args):
+    script = os.path.basename(__file__)
+    error = check_args(args)
+    if error:
+        sys.exit(f"{script}: error: {error}")
+    args.batch_size = args.num_envs * args.num_steps
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+
+    try:
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
+            # SAME_STEP: the obs returned with done is already the next episode's first obs and
+            # the terminal one is in infos["final_obs"], so no step of the rollout is a fake
+            # reset transition.
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    except gym.error.Error as e:
+        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        sys.exit(f"{script}: error: {args.env_id} has {envs.single_action_space} actions; this script needs Discrete")
+    if not isinstance(envs.single_observation_space, gym.spaces.Box):
+        sys.exit(f"{script}: error: {args.env_id} has {envs.single_observation_space} observations; need Box")
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
+    )
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    obs_shape = envs.single_observation_space.shape
+    actor = Actor(np.prod(obs_shape), envs.single_action_space.n).to(device)
+    critic = Critic(np.prod(obs_shape)).to(device)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr)
+    obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
+
+    def to_tensor(obs, update_stats=False):
+        if obs_rms is not None:
+            if update_stats:
+                obs_rms.update(obs)
+            obs = obs_rms.normalize(obs)
+        return torch.as_tensor(obs, dtype=torch.float32, device=device)
+
+    # Rollout storage, (num_steps, num_envs, ...) everywhere; flattened the same way before the update.
+    observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+    values = torch.zeros((args.num_steps, args.num_envs), device=device)
+
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    recent_successes = deque(maxlen=20)
+    envs.action_space.seed(args.seed)
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = to_tensor(next_obs, update_stats=True)
+
+    for iteration in range(1, args.num_iterations + 1):
+        for step in range(args.num_steps):
+            global_step += args.num_envs
+            observations[step] = next_obs
+            with torch.no_grad():
+                dist = Categorical(logits=actor(next_obs))
+                action = dist.sample()
+                values[step] = critic(next_obs)
+            actions[step] = action
+            logprobs[step] = dist.log_prob(action)
+
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            # Truncation is not termination: a time-limit cut keeps the value of the state it
+            # stopped in, r + gamma * V(final obs); the transition then counts as done.
+            truncated = truncations & ~terminations
+            if truncated.any():
+                final_obs = to_tensor(np.stack(infos["final_obs"][truncated]))
+                with torch.no_grad():
+                    reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
+            rewards[step] = torch.as_tensor(reward, device=device)
+            dones[step] = torch.as_tensor(terminations | truncations, device=device)
+            next_obs = to_tensor(next_obs, update_stats=True)
+
+            if "_episode" in infos:
+                for i in np.flatnonzero(infos["_episode"]):
+                    recent_returns.append(infos["episode"]["r"][i])
+                    writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
+                    writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
+
+        with torch.no_grad():
+            next_value = critic(next_obs)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+
+        b_obs = observations.reshape((-1,) + obs_shape)
+        b_actions = actions.reshape(-1)
+        b_logprobs = logprobs.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
+        if args.norm_adv:
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+
+        # Policy step: natural gradient x = F^-1 g by CG, scaled so that 1/2 x^T F x = max_kl.
+        with torch.no_grad():
+            old_logits = actor(b_obs)
+
+        def objective_fn():
+            return surrogate_objective(actor, b_obs, b_actions, b_logprobs, b_advantages, args.ent_coef)
+
+        def kl_fn():
+            return mean_kl(actor, b_obs, old_logits)
+
+        objective = objective_fn()
+        policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
+        fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
+        fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
+        fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
+        step_direction = conjugate_gradient(
+            lambda v: fisher_vector_product(v) + args.cg_damping * v, policy_gradient, args.cg_iters
+        )
+        curvature = step_direction @ fisher_vector_product(step_direction)
+        full_step = torch.sqrt(2 * args.max_kl / curvature) * step_direction
+        if torch.isfinite(full_step).all() and torch.isfinite(objective) and curvature > 0:
+            success, step_fraction, ls_iters, kl, actual_improvement = line_search(
+                actor, objective_fn, kl_fn, full_step, args.max_kl, args.backtrack_iters, args.backtrack_coeff
+            )
+            nonfinite = False
+        else:
+            success, step_fraction, ls_iters, kl, actual_improvement = False, 0.0, 0, float("nan"), 0.0
+            nonfinite = True
+        expected_improvement = step_fraction * (policy_gradient @ full_step).item() if success else 0.0
+        recent_successes.append(success)
+
+        # Value step: Adam on shuffled minibatches; the critic shares no parameter with the actor.
+        minibatch_size = max(1, args.batch_size // args.vf_minibatches)
+        value_losses = []
+        for _ in range(args.vf_epochs):
+            permutation = torch.randperm(args.batch_size, device=device)
+            for start in range(0, args.batch_size, minibatch_size):
+                idx = permutation[start : start + minibatch_size]
+                value_loss = 0.5 * ((critic(b_obs[idx]) - b_returns[idx]) ** 2).mean()
+                critic_optimizer.zero_grad()
+                value_loss.backward()
+                if not all(torch.isfinite(t).all() for t in [value_loss, *(p.grad for p in critic.parameters())]):
+                    nonfinite = True
+                    continue
+                critic_optimizer.step()
+                value_losses.append(value_loss.item())
+
+        with torch.no_grad():
+            entropy = Categorical(logits=actor(b_obs)).entropy().mean().item()
+        returns_var = b_returns.var()
+        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
+        sps = int(global_step / (time.time() - start_time))
+        writer.add_scalar("charts/SPS", sps, global_step)
+        writer.add_scalar("losses/value_loss", np.mean(value_losses) if value_losses else float("nan"), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("losses/entropy", entropy, global_step)
+        writer.add_scalar("trpo/kl", kl, global_step)
+        writer.add_scalar("trpo/expected_improvement", expected_improvement, global_step)
+        writer.add_scalar("trpo/actual_improvement", actual_improvement, global_step)
+        writer.add_scalar("trpo/line_search_success", float(success), global_step)
+        writer.add_scalar("trpo/line_search_iters", ls_iters, global_step)
+        writer.add_scalar("trpo/step_fraction", step_fraction, global_step)
+        writer.add_scalar("trpo/nonfinite_skipped", float(nonfinite), global_step)
+        recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
+        print(
+            f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
+            f"ls {'ok' if success else 'FAIL'} ({ls_iters} it, {np.mean(recent_successes):.0%} ok) kl {kl:.4f}"
+            + (" [non-finite values skipped]" if nonfinite else "")
+        )
+
+    checkpoint = {
+        "actor": actor.state_dict(),
+        "critic": critic.state_dict(),
+        "obs_rms": obs_rms.state_dict() if obs_rms is not None else None,
+        "args": vars(args),
+    }
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.model"
+        torch.save(checkpoint, model_path)
+        print(f"model saved to {model_path}")
+        checkpoint = torch.load(model_path, map_location=device)
+    eval_returns = evaluate(checkpoint, args.env_id, args.eval_episodes, args.seed + 10_000, device)
+    for i, episodic_return in enumerate(eval_returns):
+        writer.add_scalar("eval/episodic_return", episodic_return, i)
+    print(f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} episodes")
+
+    if args.track and args.capture_video:
+        for video in sorted(os.listdir(f"videos/{run_name}")):
+            wandb.log({"videos": wandb.Video(f"videos/{run_name}/{video}")})
+    envs.close()
+    writer.close()
+    return eval_returns
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
