@@ -16,12 +16,13 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn as nn
 import tyro
+from torch import nn
 from torch.distributions import Categorical
 from torch.distributions.kl import kl_divergence
 from torch.func import functional_call, jvp, vjp
@@ -107,7 +108,7 @@ def make_env(env_id, idx, capture_video, run_name):
     return thunk
 
 
-def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+def layer_init(layer, std=2**0.5, bias_const=0.0):
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, bias_const)
     return layer
@@ -273,6 +274,49 @@ def line_search(actor, objective_fn, kl_fn, full_step, max_kl, backtrack_iters, 
     return False, 0.0, backtrack_iters, float("nan"), 0.0
 
 
+def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, cg_damping, cg_iters, backtrack_iters, backtrack_coeff):
+    """One trust-region step on the actor; returns the diagnostics logged under trpo/.
+
+    g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
+    step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
+    """
+    objective = objective_fn()
+    policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
+    fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
+    step_direction = conjugate_gradient(lambda v: fisher_vector_product(v) + cg_damping * v, policy_gradient, cg_iters)
+    curvature = step_direction @ fisher_vector_product(step_direction)
+    full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
+    diagnostics = {
+        "kl": float("nan"),
+        "expected_improvement": 0.0,
+        "actual_improvement": 0.0,
+        "line_search_success": 0.0,
+        "line_search_iters": 0,
+        "step_fraction": 0.0,
+        "nonfinite_skipped": 1.0,
+    }
+    if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
+        return diagnostics
+    success, step_fraction, iters, kl, actual_improvement = line_search(
+        actor, objective_fn, kl_fn, full_step, max_kl, backtrack_iters, backtrack_coeff
+    )
+    diagnostics.update(
+        kl=kl,
+        expected_improvement=step_fraction * (policy_gradient @ full_step).item(),
+        actual_improvement=actual_improvement,
+        line_search_success=float(success),
+        line_search_iters=iters,
+        step_fraction=step_fraction,
+        nonfinite_skipped=0.0,
+    )
+    return diagnostics
+
+
+def flatten_steps_envs(*tensors):
+    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
+    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
+
+
 def evaluate(checkpoint, env_id, eval_episodes, seed, device):
     """Greedy (argmax) episodes with fresh networks loaded from a checkpoint; frozen obs statistics."""
     env = gym.make(env_id)
@@ -422,49 +466,36 @@ def main(args):
             next_value = critic(next_obs)
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
 
-        b_obs = observations.reshape((-1,) + obs_shape)
-        b_actions = actions.reshape(-1)
-        b_logprobs = logprobs.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = values.reshape(-1)
+        b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = flatten_steps_envs(
+            observations, actions, logprobs, advantages, returns, values
+        )
         if args.norm_adv:
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
-        # Policy step: natural gradient x = F^-1 g by CG, scaled so that 1/2 x^T F x = max_kl.
         with torch.no_grad():
             old_logits = actor(b_obs)
 
-        def objective_fn():
-            return surrogate_objective(actor, b_obs, b_actions, b_logprobs, b_advantages, args.ent_coef)
+        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, args.ent_coef)
+        kl_fn = partial(mean_kl, actor, b_obs, old_logits)
 
-        def kl_fn():
-            return mean_kl(actor, b_obs, old_logits)
-
-        objective = objective_fn()
-        policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
         fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
         fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
-        fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
-        step_direction = conjugate_gradient(
-            lambda v: fisher_vector_product(v) + args.cg_damping * v, policy_gradient, args.cg_iters
+        diagnostics = trpo_step(
+            actor,
+            objective_fn,
+            kl_fn,
+            fvp_obs,
+            args.max_kl,
+            args.cg_damping,
+            args.cg_iters,
+            args.backtrack_iters,
+            args.backtrack_coeff,
         )
-        curvature = step_direction @ fisher_vector_product(step_direction)
-        full_step = torch.sqrt(2 * args.max_kl / curvature) * step_direction
-        if torch.isfinite(full_step).all() and torch.isfinite(objective) and curvature > 0:
-            success, step_fraction, ls_iters, kl, actual_improvement = line_search(
-                actor, objective_fn, kl_fn, full_step, args.max_kl, args.backtrack_iters, args.backtrack_coeff
-            )
-            nonfinite = False
-        else:
-            success, step_fraction, ls_iters, kl, actual_improvement = False, 0.0, 0, float("nan"), 0.0
-            nonfinite = True
-        expected_improvement = step_fraction * (policy_gradient @ full_step).item() if success else 0.0
-        recent_successes.append(success)
+        recent_successes.append(diagnostics["line_search_success"])
 
         # Value step: Adam on shuffled minibatches; the critic shares no parameter with the actor.
         minibatch_size = max(1, args.batch_size // args.vf_minibatches)
-        value_losses = []
+        value_losses, skipped_value_steps = [], 0
         for _ in range(args.vf_epochs):
             permutation = torch.randperm(args.batch_size, device=device)
             for start in range(0, args.batch_size, minibatch_size):
@@ -473,7 +504,7 @@ def main(args):
                 critic_optimizer.zero_grad()
                 value_loss.backward()
                 if not all(torch.isfinite(t).all() for t in [value_loss, *(p.grad for p in critic.parameters())]):
-                    nonfinite = True
+                    skipped_value_steps += 1
                     continue
                 critic_optimizer.step()
                 value_losses.append(value_loss.item())
@@ -487,18 +518,15 @@ def main(args):
         writer.add_scalar("losses/value_loss", np.mean(value_losses) if value_losses else float("nan"), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/entropy", entropy, global_step)
-        writer.add_scalar("trpo/kl", kl, global_step)
-        writer.add_scalar("trpo/expected_improvement", expected_improvement, global_step)
-        writer.add_scalar("trpo/actual_improvement", actual_improvement, global_step)
-        writer.add_scalar("trpo/line_search_success", float(success), global_step)
-        writer.add_scalar("trpo/line_search_iters", ls_iters, global_step)
-        writer.add_scalar("trpo/step_fraction", step_fraction, global_step)
-        writer.add_scalar("trpo/nonfinite_skipped", float(nonfinite), global_step)
+        writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
+        for key, value in diagnostics.items():
+            writer.add_scalar(f"trpo/{key}", value, global_step)
         recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
         print(
             f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
-            f"ls {'ok' if success else 'FAIL'} ({ls_iters} it, {np.mean(recent_successes):.0%} ok) kl {kl:.4f}"
-            + (" [non-finite values skipped]" if nonfinite else "")
+            f"ls {'ok' if diagnostics['line_search_success'] else 'FAIL'} ({diagnostics['line_search_iters']} it, "
+            f"{np.mean(recent_successes):.0%} ok) kl {diagnostics['kl']:.4f}"
+            + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
         )
 
     checkpoint = {
@@ -515,7 +543,9 @@ def main(args):
     eval_returns = evaluate(checkpoint, args.env_id, args.eval_episodes, args.seed + 10_000, device)
     for i, episodic_return in enumerate(eval_returns):
         writer.add_scalar("eval/episodic_return", episodic_return, i)
-    print(f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} episodes")
+    print(
+        f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} episodes"
+    )
 
     if args.track and args.capture_video:
         for video in sorted(os.listdir(f"videos/{run_name}")):

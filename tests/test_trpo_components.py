@@ -1,0 +1,236 @@
+"""The pieces of trpo_discrete.py and trpo_continuous.py against plain references."""
+
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.distributions import Categorical, Normal
+from torch.distributions.kl import kl_divergence
+from torch.func import functional_call
+from torch.nn.utils import parameters_to_vector
+
+import trpo_continuous
+import trpo_discrete
+
+SCRIPTS = [trpo_discrete, trpo_continuous]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    np.random.seed(0)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_conjugate_gradient_solves_random_spd_system(script):
+    n = 30
+    q = torch.randn(n, n, dtype=torch.float64)
+    a = q @ q.T + 0.5 * torch.eye(n, dtype=torch.float64)
+    b = torch.randn(n, dtype=torch.float64)
+    x = script.conjugate_gradient(lambda v: a @ v, b, iters=3 * n, residual_tol=1e-30)
+    expected = torch.linalg.solve(a, b)
+    assert torch.linalg.norm(x - expected) / torch.linalg.norm(expected) < 1e-6
+
+
+def explicit_kl_hessian(actor, obs, mean_kl_of_outputs):
+    """Hessian of the mean KL w.r.t. the flat parameter vector, built entry by entry by autograd."""
+    names = [name for name, _ in actor.named_parameters()]
+    shapes = [p.shape for _, p in actor.named_parameters()]
+    theta_old = parameters_to_vector(actor.parameters()).detach()
+    with torch.no_grad():
+        old_outputs = actor(obs)
+
+    def kl_of_flat_params(flat):
+        params, offset = {}, 0
+        for name, shape in zip(names, shapes):
+            params[name] = flat[offset : offset + shape.numel()].view(shape)
+            offset += shape.numel()
+        return mean_kl_of_outputs(old_outputs, functional_call(actor, params, (obs,)))
+
+    return torch.autograd.functional.hessian(kl_of_flat_params, theta_old)
+
+
+def categorical_mean_kl(old_logits, new_logits):
+    return kl_divergence(Categorical(logits=old_logits), Categorical(logits=new_logits)).mean()
+
+
+def gaussian_mean_kl(old, new):
+    (old_mean, old_log_std), (new_mean, new_log_std) = old, new
+    return kl_divergence(Normal(old_mean, old_log_std.exp()), Normal(new_mean, new_log_std.exp())).sum(-1).mean()
+
+
+@pytest.mark.parametrize(
+    ("script", "mean_kl_of_outputs"),
+    [(trpo_discrete, categorical_mean_kl), (trpo_continuous, gaussian_mean_kl)],
+    ids=["categorical", "gaussian"],
+)
+def test_fvp_matches_explicit_fisher(script, mean_kl_of_outputs):
+    actor = script.Actor(3, 2)
+    # A narrower body keeps the explicit Hessian small; the product only sees named parameters.
+    small_body = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+    if script is trpo_discrete:
+        actor.net = small_body
+    else:
+        actor.mean = small_body
+    actor = actor.double()
+    with torch.no_grad():  # move away from the zero-initialised output layer and log-std
+        for p in actor.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    obs = torch.randn(16, 3, dtype=torch.float64)
+    fisher = explicit_kl_hessian(actor, obs, mean_kl_of_outputs)
+    fisher_vector_product = script.fisher_vector_product_fn(actor, obs)
+    for _ in range(3):
+        v = torch.randn(fisher.shape[0], dtype=torch.float64)
+        torch.testing.assert_close(fisher_vector_product(v), fisher @ v, rtol=1e-8, atol=1e-10)
+    # The Fisher matrix is positive semi-definite and not zero.
+    assert torch.linalg.eigvalsh(fisher).min() > -1e-10
+    assert fisher.abs().max() > 1e-3
+
+
+def reference_advantages(rewards, values, terminated, truncated, final_values, next_value, gamma, lam):
+    """Per env, per step, in plain Python: GAE that stops at every episode boundary, bootstraps
+    V(final obs) on truncation, nothing on termination, and next_value after the last step."""
+    num_steps, num_envs = rewards.shape
+    advantages = np.zeros((num_steps, num_envs))
+    for env in range(num_envs):
+        later_advantage = 0.0
+        for t in reversed(range(num_steps)):
+            if terminated[t, env]:
+                next_state_value, later_advantage = 0.0, 0.0
+            elif truncated[t, env]:
+                next_state_value, later_advantage = final_values[t, env], 0.0
+            elif t == num_steps - 1:
+                next_state_value, later_advantage = next_value[env], 0.0
+            else:
+                next_state_value = values[t + 1, env]
+            delta = rewards[t, env] + gamma * next_state_value - values[t, env]
+            later_advantage = delta + gamma * lam * later_advantage
+            advantages[t, env] = later_advantage
+    return advantages
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_gae_matches_per_env_reference_with_terminations_and_truncations(script):
+    num_steps, num_envs, gamma, lam = 64, 5, 0.99, 0.95
+    rng = np.random.default_rng(1)
+    raw_rewards = rng.normal(size=(num_steps, num_envs))
+    values = rng.normal(size=(num_steps, num_envs))
+    final_values = rng.normal(size=(num_steps, num_envs))
+    next_value = rng.normal(size=num_envs)
+    terminated = rng.random((num_steps, num_envs)) < 0.05
+    truncated = (rng.random((num_steps, num_envs)) < 0.05) & ~terminated
+    assert terminated.any() and truncated.any()
+
+    # What the rollout loop stores: truncations fold gamma * V(final obs) into the reward.
+    rewards = raw_rewards + gamma * final_values * truncated
+    dones = terminated | truncated
+    as_tensor = partial(torch.as_tensor, dtype=torch.float64)
+    advantages, returns = script.compute_gae(
+        as_tensor(rewards), as_tensor(values), as_tensor(dones), as_tensor(next_value), gamma, lam
+    )
+    expected = reference_advantages(raw_rewards, values, terminated, truncated, final_values, next_value, gamma, lam)
+    np.testing.assert_allclose(advantages.numpy(), expected, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(returns.numpy(), expected + values, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_flattened_fields_stay_aligned(script):
+    num_steps, num_envs = 7, 3
+    t = torch.arange(num_steps).view(-1, 1).expand(num_steps, num_envs).float()
+    env = torch.arange(num_envs).view(1, -1).expand(num_steps, num_envs).float()
+    observations = torch.stack([t, env, torch.zeros_like(t)], dim=-1)  # (steps, envs, 3)
+    actions = torch.stack([t * 100 + env, -t], dim=-1)  # (steps, envs, 2)
+    logprobs = t * 10 + env
+    advantages = -(t * 10 + env)
+    b_obs, b_actions, b_logprobs, b_advantages = script.flatten_steps_envs(observations, actions, logprobs, advantages)
+    assert b_obs.shape == (num_steps * num_envs, 3) and b_actions.shape == (num_steps * num_envs, 2)
+    for row in range(num_steps * num_envs):
+        step, env_index = b_obs[row, 0].item(), b_obs[row, 1].item()
+        assert b_actions[row, 0].item() == step * 100 + env_index
+        assert b_logprobs[row].item() == step * 10 + env_index
+        assert b_advantages[row].item() == -(step * 10 + env_index)
+
+
+def discrete_problem(num_states=256):
+    actor = trpo_discrete.Actor(4, 3)
+    with torch.no_grad():
+        for p in actor.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    obs = torch.randn(num_states, 4)
+    with torch.no_grad():
+        old_logits = actor(obs)
+        dist = Categorical(logits=old_logits)
+        actions = dist.sample()
+        old_logprobs = dist.log_prob(actions)
+    advantages = torch.randn(num_states)
+    objective_fn = partial(trpo_discrete.surrogate_objective, actor, obs, actions, old_logprobs, advantages, 0.01)
+    kl_fn = partial(trpo_discrete.mean_kl, actor, obs, old_logits)
+    objective = objective_fn()
+    gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
+    return actor, obs, advantages, objective_fn, kl_fn, gradient
+
+
+def test_line_search_accepts_only_steps_inside_trust_region_that_improve():
+    actor, _, _, objective_fn, kl_fn, gradient = discrete_problem()
+    max_kl = 0.01
+    with torch.no_grad():
+        old_objective = objective_fn().item()
+    full_step = 50 * gradient / gradient.norm()  # far outside the trust region at full length
+    success, fraction, iters, kl, improvement = trpo_discrete.line_search(
+        actor, objective_fn, kl_fn, full_step, max_kl, backtrack_iters=40, backtrack_coeff=0.7
+    )
+    assert success and iters > 1 and fraction == pytest.approx(0.7 ** (iters - 1))
+    with torch.no_grad():
+        assert kl == pytest.approx(kl_fn().item()) and kl <= max_kl
+        assert objective_fn().item() - old_objective == pytest.approx(improvement) and improvement > 0
+
+
+@pytest.mark.parametrize(
+    ("step_scale", "backtrack_iters"),
+    [(-1e-2, 10), (50.0, 3)],
+    ids=["objective-gets-worse", "kl-always-too-large"],
+)
+def test_line_search_failure_restores_parameters_and_reports_nan_kl(step_scale, backtrack_iters):
+    actor, _, _, objective_fn, kl_fn, gradient = discrete_problem()
+    before = parameters_to_vector(actor.parameters()).detach().clone()
+    full_step = step_scale * gradient / gradient.norm()
+    success, fraction, iters, kl, improvement = trpo_discrete.line_search(
+        actor, objective_fn, kl_fn, full_step, 0.01, backtrack_iters=backtrack_iters, backtrack_coeff=0.9
+    )
+    assert not success and fraction == 0.0 and iters == backtrack_iters and improvement == 0.0
+    assert np.isnan(kl)
+    assert torch.equal(parameters_to_vector(actor.parameters()), before)
+
+
+def test_trpo_step_stays_in_trust_region_and_improves():
+    actor, obs, _, objective_fn, kl_fn, _ = discrete_problem()
+    with torch.no_grad():
+        old_objective = objective_fn().item()
+    diagnostics = trpo_discrete.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 0.1, 10, 10, 0.8)
+    assert diagnostics["line_search_success"] == 1.0 and diagnostics["nonfinite_skipped"] == 0.0
+    with torch.no_grad():
+        assert 0 < kl_fn().item() <= 0.01
+        assert objective_fn().item() > old_objective
+    # With a quadratic model that is good at this scale, most of the predicted gain is realised.
+    assert diagnostics["actual_improvement"] > 0.5 * diagnostics["expected_improvement"] > 0
+
+
+def test_trpo_step_skips_non_finite_update():
+    actor, obs, advantages, objective_fn, kl_fn, _ = discrete_problem()
+    advantages[3] = float("nan")
+    before = parameters_to_vector(actor.parameters()).detach().clone()
+    diagnostics = trpo_discrete.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 0.1, 10, 10, 0.8)
+    assert diagnostics["nonfinite_skipped"] == 1.0 and diagnostics["line_search_success"] == 0.0
+    assert np.isnan(diagnostics["kl"])
+    assert torch.equal(parameters_to_vector(actor.parameters()), before)
+
+
+def test_running_mean_std_matches_numpy_over_batches():
+    rms = trpo_discrete.RunningMeanStd((2,))
+    data = np.random.default_rng(0).normal(loc=3.0, scale=2.0, size=(1000, 2))
+    for batch in np.split(data, [1, 7, 100, 350, 999]):
+        rms.update(batch)
+    np.testing.assert_allclose(rms.mean, data.mean(0), rtol=1e-4)
+    np.testing.assert_allclose(rms.var, data.var(0), rtol=1e-4)

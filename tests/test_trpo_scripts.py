@@ -1,0 +1,110 @@
+"""trpo_discrete.py and trpo_continuous.py run end to end: smoke runs, bad input, reproducibility, learning."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import trpo_continuous
+import trpo_discrete
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--eval-episodes", "2"]
+
+
+def run_script(script, *args, cwd):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, script), *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
+
+
+def eval_mean(stdout):
+    line = next(line for line in stdout.splitlines() if line.startswith("eval: mean return"))
+    return float(line.split()[3])
+
+
+@pytest.mark.parametrize(
+    ("script", "env_id"),
+    [
+        ("trpo_discrete.py", "CartPole-v1"),
+        ("trpo_discrete.py", "Acrobot-v1"),
+        ("trpo_continuous.py", "Pendulum-v1"),
+        ("trpo_continuous.py", "HalfCheetah-v5"),
+    ],
+)
+def test_smoke_run_trains_logs_and_evaluates(script, env_id, tmp_path):
+    result = run_script(script, "--env-id", env_id, *TINY, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "iter    2/2" in result.stdout
+    assert np.isfinite(eval_mean(result.stdout))
+    event_files = glob.glob(str(tmp_path / "runs" / f"{env_id}__*" / "events.out.tfevents.*"))
+    assert len(event_files) == 1
+
+
+@pytest.mark.parametrize(("script", "env_id"), [("trpo_discrete.py", "CartPole-v1"), ("trpo_continuous.py", "Pendulum-v1")])
+def test_save_model_and_capture_video(script, env_id, tmp_path):
+    result = run_script(script, "--env-id", env_id, *TINY, "--save-model", "--capture-video", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (model_path,) = glob.glob(str(tmp_path / "runs" / "*" / "*.model"))
+    checkpoint = torch.load(model_path)
+    assert {"actor", "critic", "obs_rms", "args"} <= checkpoint.keys()
+    assert glob.glob(str(tmp_path / "videos" / f"{env_id}__*" / "*.mp4"))
+
+
+BAD_INPUTS = [
+    ("trpo_discrete.py", ["--env-id", "Pendulum-v1"], "Discrete"),
+    ("trpo_continuous.py", ["--env-id", "CartPole-v1"], "Box"),
+    ("trpo_discrete.py", ["--env-id", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+    ("trpo_continuous.py", ["--env-id", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+    ("trpo_discrete.py", ["--num-steps", "0"], "num_steps"),
+    ("trpo_continuous.py", ["--num-envs", "0"], "num_envs"),
+    ("trpo_discrete.py", ["--max-kl", "0"], "max_kl"),
+    ("trpo_continuous.py", ["--max-kl", "-0.01"], "max_kl"),
+    ("trpo_discrete.py", ["--fvp-subsample", "0"], "fvp_subsample"),
+    ("trpo_continuous.py", ["--fvp-subsample", "1.5"], "fvp_subsample"),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "mentions"), BAD_INPUTS)
+def test_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
+    result = run_script(script, *args, cwd=tmp_path)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert lines[0].startswith(f"{script}: error:") and mentions in lines[0]
+
+
+@pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous])
+def test_same_seed_gives_same_model_and_returns(script, tmp_path, monkeypatch):
+    env_id = "CartPole-v1" if script is trpo_discrete else "Pendulum-v1"
+    results = []
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        monkeypatch.chdir(tmp_path / run)
+        args = script.Args(env_id=env_id, num_envs=2, num_steps=128, total_timesteps=768, eval_episodes=3)
+        args.save_model = True
+        eval_returns = script.main(args)
+        (model_path,) = glob.glob(str(tmp_path / run / "runs" / "*" / "*.model"))
+        results.append((eval_returns, torch.load(model_path)["actor"]))
+    (returns_a, actor_a), (returns_b, actor_b) = results
+    assert returns_a == returns_b
+    for name in actor_a:
+        assert torch.equal(actor_a[name], actor_b[name]), name
+
+
+def test_trpo_discrete_solves_cartpole_within_100k_steps(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    eval_returns = trpo_discrete.main(trpo_discrete.Args(env_id="CartPole-v1", seed=1, total_timesteps=100_000))
+    assert np.mean(eval_returns) >= 475
+
+
+def test_trpo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    eval_returns = trpo_continuous.main(trpo_continuous.Args(env_id="Pendulum-v1", seed=1, total_timesteps=200_000))
+    assert np.mean(eval_returns) >= -300
