@@ -10,6 +10,7 @@ Every iteration collects num_steps x num_envs transitions, then
      on the GAE returns.
 """
 
+import math
 import os
 import random
 import sys
@@ -65,7 +66,7 @@ class Args:
     """the GAE lambda"""
     norm_adv: bool = True
     """if toggled, normalize the advantages over the batch"""
-    max_kl: float = 0.02
+    max_kl: float = 0.04
     """the trust region radius: the largest mean KL(old || new) a step may reach"""
     cg_iters: int = 10
     """conjugate gradient iterations"""
@@ -81,9 +82,9 @@ class Args:
     """coefficient of the entropy bonus in the surrogate objective"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
-    vf_epochs: int = 10
+    vf_epochs: int = 20
     """passes over the batch when fitting the value network"""
-    vf_minibatches: int = 8
+    vf_minibatches: int = 16
     """minibatches per value-network pass"""
     norm_obs: bool = True
     """if toggled, normalize observations by their running mean and std"""
@@ -179,6 +180,17 @@ class RunningMeanStd:
 
     def load_state_dict(self, state):
         self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
+
+
+def sample_action(actor, obs):
+    """Sample a = mean + std * noise and return (action, log pi(a|s)), summed over action dimensions.
+
+    Written out rather than through torch.distributions.Normal, whose construction costs several
+    forward passes of this network at rollout batch sizes."""
+    mean, log_std = actor(obs)
+    noise = torch.randn_like(mean)
+    log_prob = -0.5 * noise**2 - log_std - 0.5 * math.log(2 * math.pi)
+    return mean + log_std.exp() * noise, log_prob.sum(-1)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
@@ -453,11 +465,9 @@ def main(args):
             global_step += args.num_envs
             observations[step] = next_obs
             with torch.no_grad():
-                dist = actor.dist(next_obs)
-                action = dist.sample()
+                action, logprobs[step] = sample_action(actor, next_obs)
                 values[step] = critic(next_obs)
             actions[step] = action
-            logprobs[step] = dist.log_prob(action).sum(-1)
 
             # Only the env sees the clipped action; the log-prob above is of the unclipped sample.
             next_obs, reward, terminations, truncations, infos = envs.step(

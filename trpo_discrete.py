@@ -172,6 +172,16 @@ class RunningMeanStd:
         self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
 
 
+def sample_action(actor, obs):
+    """Sample a ~ pi(.|s) and return (action, log pi(a|s)).
+
+    Written out rather than through torch.distributions.Categorical, whose construction costs
+    several forward passes of this network at rollout batch sizes."""
+    log_probs = torch.log_softmax(actor(obs), dim=-1)
+    action = torch.multinomial(log_probs.exp(), 1)
+    return action.squeeze(-1), log_probs.gather(-1, action).squeeze(-1)
+
+
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
     """GAE over (num_steps, num_envs) tensors, all envs at once.
 
@@ -438,11 +448,9 @@ def main(args):
             global_step += args.num_envs
             observations[step] = next_obs
             with torch.no_grad():
-                dist = Categorical(logits=actor(next_obs))
-                action = dist.sample()
+                action, logprobs[step] = sample_action(actor, next_obs)
                 values[step] = critic(next_obs)
             actions[step] = action
-            logprobs[step] = dist.log_prob(action)
 
             next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
             # Truncation is not termination: a time-limit cut keeps the value of the state it

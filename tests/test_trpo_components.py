@@ -234,3 +234,26 @@ def test_running_mean_std_matches_numpy_over_batches():
         rms.update(batch)
     np.testing.assert_allclose(rms.mean, data.mean(0), rtol=1e-4)
     np.testing.assert_allclose(rms.var, data.var(0), rtol=1e-4)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_rollout_log_prob_matches_the_policy_distribution(script):
+    actor = script.Actor(3, 4)
+    with torch.no_grad():
+        for p in actor.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    obs = torch.randn(4096, 3)
+    with torch.no_grad():
+        actions, logprobs = script.sample_action(actor, obs)
+        if script is trpo_discrete:
+            dist = Categorical(logits=actor(obs))
+            expected_logprobs = dist.log_prob(actions)
+            expected_means = dist.probs.mean(0)
+            sample_means = torch.nn.functional.one_hot(actions, 4).float().mean(0)
+        else:
+            dist = actor.dist(obs)
+            expected_logprobs = dist.log_prob(actions).sum(-1)
+            expected_means = torch.zeros(4)
+            sample_means = ((actions - dist.mean) / dist.stddev).mean(0)
+    torch.testing.assert_close(logprobs, expected_logprobs, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sample_means, expected_means, rtol=0, atol=0.05)

@@ -19,7 +19,12 @@ TINY = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--e
 def run_script(script, *args, cwd):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.run(
-        [sys.executable, os.path.join(REPO, script), *args], cwd=cwd, env=env, capture_output=True, text=True
+        [sys.executable, os.path.join(REPO, script), *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
     )
 
 
@@ -46,7 +51,9 @@ def test_smoke_run_trains_logs_and_evaluates(script, env_id, tmp_path):
     assert len(event_files) == 1
 
 
-@pytest.mark.parametrize(("script", "env_id"), [("trpo_discrete.py", "CartPole-v1"), ("trpo_continuous.py", "Pendulum-v1")])
+@pytest.mark.parametrize(
+    ("script", "env_id"), [("trpo_discrete.py", "CartPole-v1"), ("trpo_continuous.py", "Pendulum-v1")]
+)
 def test_save_model_and_capture_video(script, env_id, tmp_path):
     result = run_script(script, "--env-id", env_id, *TINY, "--save-model", "--capture-video", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
