@@ -431,7 +431,7 @@ def main(args):
     action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
     actor = Actor(np.prod(obs_shape), np.prod(action_shape)).to(device)
     critic = Critic(np.prod(obs_shape)).to(device)
-    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None
@@ -450,7 +450,6 @@ def main(args):
     logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
     rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
-    values = torch.zeros((args.num_steps, args.num_envs), device=device)
 
     global_step = 0
     start_time = time.time()
@@ -466,7 +465,6 @@ def main(args):
             observations[step] = next_obs
             with torch.no_grad():
                 action, logprobs[step] = sample_action(actor, next_obs)
-                values[step] = critic(next_obs)
             actions[step] = action
 
             # Only the env sees the clipped action; the log-prob above is of the unclipped sample.
@@ -496,6 +494,8 @@ def main(args):
                     writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
 
         with torch.no_grad():
+            # One batched pass for V(s_t) over the whole rollout: the critic is fixed until the update.
+            values = critic(observations)
             next_value = critic(next_obs)
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
 
@@ -536,7 +536,8 @@ def main(args):
                 value_loss = 0.5 * ((critic(b_obs[idx]) - b_returns[idx]) ** 2).mean()
                 critic_optimizer.zero_grad()
                 value_loss.backward()
-                if not all(torch.isfinite(t).all() for t in [value_loss, *(p.grad for p in critic.parameters())]):
+                grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
+                if not torch.isfinite(value_loss + grad_norm):
                     skipped_value_steps += 1
                     continue
                 critic_optimizer.step()

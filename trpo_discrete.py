@@ -175,10 +175,12 @@ class RunningMeanStd:
 def sample_action(actor, obs):
     """Sample a ~ pi(.|s) and return (action, log pi(a|s)).
 
-    Written out rather than through torch.distributions.Categorical, whose construction costs
-    several forward passes of this network at rollout batch sizes."""
+    Written out rather than through torch.distributions.Categorical (or torch.multinomial), which
+    cost several forward passes of this network at rollout batch sizes."""
     log_probs = torch.log_softmax(actor(obs), dim=-1)
-    action = torch.multinomial(log_probs.exp(), 1)
+    # Inverse-CDF sampling: the first action whose cumulative probability exceeds u ~ U(0, 1).
+    cumulative = log_probs.exp().cumsum(-1)
+    action = (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1, keepdim=True).clamp(max=log_probs.shape[-1] - 1)
     return action.squeeze(-1), log_probs.gather(-1, action).squeeze(-1)
 
 
@@ -417,7 +419,7 @@ def main(args):
     obs_shape = envs.single_observation_space.shape
     actor = Actor(np.prod(obs_shape), envs.single_action_space.n).to(device)
     critic = Critic(np.prod(obs_shape)).to(device)
-    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
 
     def to_tensor(obs, update_stats=False):
@@ -433,7 +435,6 @@ def main(args):
     logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
     rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
-    values = torch.zeros((args.num_steps, args.num_envs), device=device)
 
     global_step = 0
     start_time = time.time()
@@ -449,7 +450,6 @@ def main(args):
             observations[step] = next_obs
             with torch.no_grad():
                 action, logprobs[step] = sample_action(actor, next_obs)
-                values[step] = critic(next_obs)
             actions[step] = action
 
             next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
@@ -471,6 +471,8 @@ def main(args):
                     writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
 
         with torch.no_grad():
+            # One batched pass for V(s_t) over the whole rollout: the critic is fixed until the update.
+            values = critic(observations)
             next_value = critic(next_obs)
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
 
@@ -511,7 +513,8 @@ def main(args):
                 value_loss = 0.5 * ((critic(b_obs[idx]) - b_returns[idx]) ** 2).mean()
                 critic_optimizer.zero_grad()
                 value_loss.backward()
-                if not all(torch.isfinite(t).all() for t in [value_loss, *(p.grad for p in critic.parameters())]):
+                grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
+                if not torch.isfinite(value_loss + grad_norm):
                     skipped_value_steps += 1
                     continue
                 critic_optimizer.step()
