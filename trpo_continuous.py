@@ -24,9 +24,10 @@ import numpy as np
 import torch
 import tyro
 from torch import nn
+from torch.autograd import forward_ad
 from torch.distributions import Normal
 from torch.distributions.kl import kl_divergence
-from torch.func import functional_call, jvp, vjp
+from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
@@ -233,24 +234,26 @@ def fisher_vector_product_fn(actor, obs):
     At theta_old the KL's gradient w.r.t. the distribution parameters z = (mean, log_std) is zero,
     so its Hessian w.r.t. theta is the Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta
     and M the Hessian of the KL w.r.t. z: diagonal, 1 / sigma^2 for the mean and 2 for the
-    log-std. J v is one forward-mode pass and J^T u one backward pass: no double backward.
+    log-std. J v is one forward-mode pass (dual numbers) and J^T u one backward pass through a
+    graph built once: no double backward through the network.
     """
-    params = {name: p.detach() for name, p in actor.named_parameters()}
-
-    def dist_params_fn(params):
-        return functional_call(actor, params, (obs,))
-
-    (_, log_std), pullback = vjp(dist_params_fn, params)
+    params = dict(actor.named_parameters())
+    mean, log_std = actor(obs)
     inv_var = torch.exp(-2 * log_std).detach()
 
     def fisher_vector_product(vector):
-        tangents, offset = {}, 0
-        for name, p in params.items():
-            tangents[name] = vector[offset : offset + p.numel()].view_as(p)
-            offset += p.numel()
-        _, (jv_mean, jv_log_std) = jvp(dist_params_fn, (params,), (tangents,))
-        (grads,) = pullback((inv_var * jv_mean / obs.shape[0], 2 * jv_log_std / obs.shape[0]))
-        return torch.cat([g.reshape(-1) for g in grads.values()])
+        with forward_ad.dual_level():
+            dual_params, offset = {}, 0
+            for name, p in params.items():
+                tangent = vector[offset : offset + p.numel()].view_as(p)
+                dual_params[name] = forward_ad.make_dual(p.detach(), tangent)
+                offset += p.numel()
+            dual_mean, dual_log_std = functional_call(actor, dual_params, (obs,))
+            jv_mean = forward_ad.unpack_dual(dual_mean).tangent
+            jv_log_std = forward_ad.unpack_dual(dual_log_std).tangent
+        m_jv = (inv_var * jv_mean / obs.shape[0], 2 * jv_log_std / obs.shape[0])
+        grads = torch.autograd.grad((mean, log_std), params.values(), m_jv, retain_graph=True)
+        return torch.cat([g.reshape(-1) for g in grads])
 
     return fisher_vector_product
 

@@ -23,9 +23,10 @@ import numpy as np
 import torch
 import tyro
 from torch import nn
+from torch.autograd import forward_ad
 from torch.distributions import Categorical
 from torch.distributions.kl import kl_divergence
-from torch.func import functional_call, jvp, vjp
+from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
@@ -222,26 +223,24 @@ def fisher_vector_product_fn(actor, obs):
 
     At theta_old the KL's gradient w.r.t. the logits z is zero, so its Hessian w.r.t. theta is the
     Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and M = diag(p) - p p^T the Hessian
-    of the KL w.r.t. z. J v is one forward-mode pass and J^T u one backward pass: no double
-    backward through the network.
+    of the KL w.r.t. z. J v is one forward-mode pass (dual numbers) and J^T u one backward pass
+    through a graph built once: no double backward through the network.
     """
-    params = {name: p.detach() for name, p in actor.named_parameters()}
-
-    def logits_fn(params):
-        return functional_call(actor, params, (obs,))
-
-    logits, pullback = vjp(logits_fn, params)
+    params = dict(actor.named_parameters())
+    logits = actor(obs)
     probs = torch.softmax(logits, dim=-1).detach()
 
     def fisher_vector_product(vector):
-        tangents, offset = {}, 0
-        for name, p in params.items():
-            tangents[name] = vector[offset : offset + p.numel()].view_as(p)
-            offset += p.numel()
-        _, jv = jvp(logits_fn, (params,), (tangents,))
+        with forward_ad.dual_level():
+            dual_params, offset = {}, 0
+            for name, p in params.items():
+                tangent = vector[offset : offset + p.numel()].view_as(p)
+                dual_params[name] = forward_ad.make_dual(p.detach(), tangent)
+                offset += p.numel()
+            jv = forward_ad.unpack_dual(functional_call(actor, dual_params, (obs,))).tangent
         m_jv = probs * (jv - (probs * jv).sum(-1, keepdim=True))
-        (grads,) = pullback(m_jv / obs.shape[0])
-        return torch.cat([g.reshape(-1) for g in grads.values()])
+        grads = torch.autograd.grad(logits, params.values(), m_jv / obs.shape[0], retain_graph=True)
+        return torch.cat([g.reshape(-1) for g in grads])
 
     return fisher_vector_product
 

@@ -1,4 +1,4 @@
-"""The pieces of trpo_discrete.py and trpo_continuous.py against plain references."""
+"""The pieces of the scripts against plain references."""
 
 from functools import partial
 
@@ -11,10 +11,12 @@ from torch.distributions.kl import kl_divergence
 from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
+import ppo_continuous
 import trpo_continuous
 import trpo_discrete
 
-SCRIPTS = [trpo_discrete, trpo_continuous]
+TRPO_SCRIPTS = [trpo_discrete, trpo_continuous]
+SCRIPTS = [trpo_discrete, trpo_continuous, ppo_continuous]  # the rollout pieces every script has
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +25,7 @@ def _seed():
     np.random.seed(0)
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", TRPO_SCRIPTS)
 def test_conjugate_gradient_solves_random_spd_system(script):
     n = 30
     q = torch.randn(n, n, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""trpo_discrete.py and trpo_continuous.py run end to end: smoke runs, bad input, reproducibility, learning."""
+"""The scripts run end to end: smoke runs, bad input, reproducibility, learning."""
 
 import glob
 import os
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import ppo_continuous
 import trpo_continuous
 import trpo_discrete
 
@@ -40,6 +41,8 @@ def eval_mean(stdout):
         ("trpo_discrete.py", "Acrobot-v1"),
         ("trpo_continuous.py", "Pendulum-v1"),
         ("trpo_continuous.py", "HalfCheetah-v5"),
+        ("ppo_continuous.py", "Pendulum-v1"),
+        ("ppo_continuous.py", "HalfCheetah-v5"),
     ],
 )
 def test_smoke_run_trains_logs_and_evaluates(script, env_id, tmp_path):
@@ -52,7 +55,8 @@ def test_smoke_run_trains_logs_and_evaluates(script, env_id, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("script", "env_id"), [("trpo_discrete.py", "CartPole-v1"), ("trpo_continuous.py", "Pendulum-v1")]
+    ("script", "env_id"),
+    [("trpo_discrete.py", "CartPole-v1"), ("trpo_continuous.py", "Pendulum-v1"), ("ppo_continuous.py", "Pendulum-v1")],
 )
 def test_save_model_and_capture_video(script, env_id, tmp_path):
     result = run_script(script, "--env-id", env_id, *TINY, "--save-model", "--capture-video", cwd=tmp_path)
@@ -74,6 +78,11 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--max-kl", "-0.01"], "max_kl"),
     ("trpo_discrete.py", ["--fvp-subsample", "0"], "fvp_subsample"),
     ("trpo_continuous.py", ["--fvp-subsample", "1.5"], "fvp_subsample"),
+    ("ppo_continuous.py", ["--env-id", "CartPole-v1"], "Box"),
+    ("ppo_continuous.py", ["--env-id", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+    ("ppo_continuous.py", ["--num-steps", "0"], "num_steps"),
+    ("ppo_continuous.py", ["--num-minibatches", "0"], "num_minibatches"),
+    ("ppo_continuous.py", ["--target-kl", "0"], "target_kl"),
 ]
 
 
@@ -87,7 +96,7 @@ def test_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
     assert lines[0].startswith(f"{script}: error:") and mentions in lines[0]
 
 
-@pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous])
+@pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous, ppo_continuous])
 def test_same_seed_gives_same_model_and_returns(script, tmp_path, monkeypatch):
     env_id = "CartPole-v1" if script is trpo_discrete else "Pendulum-v1"
     results = []
@@ -115,3 +124,9 @@ def test_trpo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     eval_returns = trpo_continuous.main(trpo_continuous.Args(env_id="Pendulum-v1", seed=1, total_timesteps=200_000))
     assert np.mean(eval_returns) >= -300
+
+
+def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ppo_continuous.Args(env_id="Pendulum-v1", seed=1, total_timesteps=200_000)
+    assert np.mean(ppo_continuous.main(args)) >= -300

@@ -1,0 +1,505 @@
+"""PPO with the Nature CNN on Atari (default BreakoutNoFrameskip-v4; ALE/...-v5 ids work too).
+
+Proximal Policy Optimization (Schulman et al., 2017) with GAE, on the standard Atari settings
+(8 envs x 128 steps, 4 epochs of 4 minibatches, clip 0.1, learning rate 2.5e-4 annealed).
+Two environment back ends give the learner the same thing, uint8 observations (num_envs, 4, 84, 84):
+  ale        ale-py's C++ vector env (fast: frame skip, pooling and stacking happen in C++);
+  gymnasium  the standard wrapper stack, written below, in a gymnasium vector env.
+A life loss ends the bootstrapped return (terminated) but not the game; charts/episodic_return
+is the unclipped score of a whole game.
+"""
+
+import os
+import random
+import re
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+
+gym.register_envs(ale_py)
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of python, numpy, torch, every env and action space"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = False
+    """if toggled and a GPU is available, train on CUDA"""
+    track: bool = False
+    """if toggled, track the run with Weights and Biases"""
+    wandb_project_name: str = "ppo"
+    """the wandb project name"""
+    wandb_entity: str | None = None
+    """the wandb entity (team)"""
+    capture_video: bool = False
+    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end)"""
+    save_model: bool = False
+    """if toggled, save the network to runs/{run_name}/{exp_name}.model"""
+
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """the id of an Atari env: {Game}NoFrameskip-v4 (no sticky actions) or ALE/{Game}-v5 (sticky actions)"""
+    backend: Literal["ale", "gymnasium"] = "ale"
+    """the environment back end: ale-py's C++ vector env, or gymnasium wrappers in a vector env"""
+    total_timesteps: int = 10_000_000
+    """total agent steps over all envs (each is 4 frames)"""
+    learning_rate: float = 2.5e-4
+    """the Adam learning rate"""
+    anneal_lr: bool = True
+    """if toggled, anneal the learning rate linearly to 0 over training"""
+    num_envs: int = 8
+    """the number of parallel environments"""
+    num_steps: int = 128
+    """the number of steps per env per policy update"""
+    gamma: float = 0.99
+    """the discount factor"""
+    gae_lambda: float = 0.95
+    """the GAE lambda"""
+    num_minibatches: int = 4
+    """the number of minibatches per epoch"""
+    update_epochs: int = 4
+    """passes over the batch per update"""
+    norm_adv: bool = True
+    """if toggled, normalize the advantages within each minibatch"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """if toggled, clip the value loss around the old values, as the surrogate is clipped"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy bonus"""
+    vf_coef: float = 0.5
+    """coefficient of the value loss"""
+    max_grad_norm: float = 0.5
+    """the largest global gradient norm"""
+    target_kl: float | None = None
+    """if set, stop the epochs of an update once the approximate KL passes it"""
+    eval_episodes: int = 10
+    """evaluation games after training (greedy actions, 5% random; see evaluate)"""
+
+    batch_size: int = 0
+    """the batch size, num_envs * num_steps (computed at runtime)"""
+    minibatch_size: int = 0
+    """the minibatch size, batch_size // num_minibatches (computed at runtime)"""
+    num_iterations: int = 0
+    """the number of policy updates (computed at runtime)"""
+
+
+def ale_game_and_sticky_actions(env_id):
+    """'BreakoutNoFrameskip-v4' -> ('breakout', 0.0); 'ALE/MsPacman-v5' -> ('ms_pacman', 0.25)."""
+    match = re.fullmatch(r"ALE/(\w+)-v5", env_id) or re.fullmatch(r"(\w+)NoFrameskip-v4", env_id)
+    if match is None:
+        raise ValueError(f"{env_id!r} is neither {{Game}}NoFrameskip-v4 nor ALE/{{Game}}-v5")
+    game = re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
+    return game, 0.25 if env_id.startswith("ALE/") else 0.0
+
+
+class EpisodicLife(gym.Wrapper):
+    """A life loss ends the episode for the learner; only a game over really resets the game."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        terminated = terminated or 0 < lives < self.lives
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if self.game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:  # continue the game after a lost life with a no-op
+            obs, _, _, _, info = self.env.step(0)
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE after every reset, for games that wait for it to start."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    """The standard Atari stack: no-op reset (30), frame skip 4 with max-pool, life-loss
+    termination, fire on reset, reward clipping to {-1, 0, 1}, 84x84 grayscale, stack of 4."""
+
+    def thunk():
+        _, sticky = ale_game_and_sticky_actions(env_id)
+        kwargs = {"frameskip": 1, "repeat_action_probability": sticky, "max_num_frames_per_episode": 108_000}
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array", **kwargs)
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id, **kwargs)
+        env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
+        # Below the life and reward wrappers, so it records whole games with unclipped scores.
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = EpisodicLife(env)
+        if "FIRE" in env.unwrapped.get_action_meanings():
+            env = FireReset(env)
+        env = gym.wrappers.TransformReward(env, np.sign)
+        return gym.wrappers.FrameStackObservation(env, 4)
+
+    return thunk
+
+
+class GameScores:
+    """Whole-game scores from the ale back end, which reports none: sum the unclipped rewards
+    and close a game when it really ends (lives did not drop on a termination, or truncation)."""
+
+    def __init__(self, num_envs):
+        self.returns = np.zeros(num_envs)
+        self.lengths = np.zeros(num_envs, dtype=int)
+        self.lives = np.zeros(num_envs, dtype=int)
+
+    def update(self, rewards, terminations, truncations, lives):
+        """Add one step; return [(return, length)] of the games that ended."""
+        self.returns += rewards
+        self.lengths += 1
+        # With same-step autoreset, `lives` already belongs to the next game when one ended.
+        ended = np.flatnonzero(truncations | (terminations & (lives >= self.lives)))
+        self.lives = lives
+        finished = list(zip(self.returns[ended], self.lengths[ended]))
+        self.returns[ended] = 0
+        self.lengths[ended] = 0
+        return finished
+
+
+def finished_games(infos, scores, rewards, terminations, truncations):
+    """[(return, length)] of the whole games that ended this step, from either back end."""
+    if scores is not None:
+        return scores.update(rewards, terminations, truncations, infos["lives"])
+    final_info = infos.get("final_info", {})
+    if "_episode" not in final_info:
+        return []
+    ended = np.flatnonzero(final_info["_episode"])
+    return list(zip(final_info["episode"]["r"][ended], final_info["episode"]["l"][ended]))
+
+
+def make_envs(args, run_name):
+    """Both back ends, same-step autoreset: the obs returned with a done is the next episode's."""
+    game, sticky = ale_game_and_sticky_actions(args.env_id)
+    if args.backend == "ale" and not args.capture_video:
+        return ale_py.vector_env.AtariVectorEnv(
+            game,
+            args.num_envs,
+            repeat_action_probability=sticky,
+            noop_max=30,
+            life_loss_info=True,  # terminate on a life loss; episodic_life=True would restart the game
+            reward_clipping=False,  # clipped in the loop, so that game scores stay unclipped
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    return gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
+def layer_init(layer, std=2**0.5, bias_const=0.0):
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """Nature CNN trunk shared by a policy head and a value head."""
+
+    def __init__(self, num_actions):
+        super().__init__()
+        self.trunk = nn.Sequential(
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(512, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(512, 1), std=1.0)
+
+    def forward(self, obs):
+        """Logits and values for uint8 frames."""
+        hidden = self.trunk(obs.float() / 255.0)
+        return self.actor(hidden), self.critic(hidden).squeeze(-1)
+
+
+def sample_action(logits):
+    """Sample a ~ softmax(logits) by inverse CDF and return (action, log pi(a|s)).
+
+    Written out rather than through torch.distributions.Categorical, whose construction costs
+    more than the rest of the step at rollout batch sizes."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    cumulative = log_probs.exp().cumsum(-1)
+    action = (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1, keepdim=True).clamp(max=logits.shape[-1] - 1)
+    return action.squeeze(-1), log_probs.gather(-1, action).squeeze(-1)
+
+
+def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
+    """GAE over (num_steps, num_envs) tensors, all envs at once.
+
+    Convention: dones[t] = 1 when transition t ended its episode (a life loss, a game over or a
+    truncation), so s_{t+1} is not bootstrapped from. A truncated transition already carries
+    gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
+    """
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last_gae = torch.zeros_like(next_value)
+    for t in reversed(range(num_steps)):
+        next_values = next_value if t == num_steps - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_values * not_done - values[t]
+        last_gae = delta + gamma * gae_lambda * not_done * last_gae
+        advantages[t] = last_gae
+    return advantages, advantages + values
+
+
+def flatten_steps_envs(*tensors):
+    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
+    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
+
+
+def evaluate(checkpoint, args, device, epsilon=0.05):
+    """Whole games with a fresh network loaded from a checkpoint, through the gymnasium stack.
+
+    Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
+    a fully greedy policy can stall forever in games like Breakout that wait for FIRE."""
+    env = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, 1, False, "")], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    agent = Agent(env.single_action_space.n).to(device)
+    agent.load_state_dict(checkpoint["agent"])
+    rng = np.random.default_rng(args.seed + 10_000)
+    obs, _ = env.reset(seed=args.seed + 10_000)
+    scores = []
+    while len(scores) < args.eval_episodes:
+        with torch.no_grad():
+            logits, _ = agent(torch.as_tensor(obs, device=device))
+        action = logits.argmax(-1).cpu().numpy()
+        if rng.random() < epsilon:
+            action = rng.integers(env.single_action_space.n, size=1)
+        obs, _, _, _, infos = env.step(action)
+        final = infos.get("final_info", {})
+        if "_episode" in final and final["_episode"][0]:
+            scores.append(float(final["episode"]["r"][0]))
+    env.close()
+    return scores
+
+
+def check_args(args):
+    """Return an error message for arguments no run can use, else None."""
+    if args.num_envs < 1 or args.num_steps < 1:
+        return "num_envs and num_steps must be at least 1"
+    if args.num_minibatches < 1 or args.num_envs * args.num_steps < args.num_minibatches:
+        return "num_minibatches must be between 1 and num_envs * num_steps"
+    if args.target_kl is not None and args.target_kl <= 0:
+        return "target_kl must be positive"
+    if args.total_timesteps < args.num_envs * args.num_steps:
+        return "total_timesteps must be at least num_envs * num_steps"
+    return None
+
+
+def main(args):
+    script = os.path.basename(__file__)
+    error = check_args(args)
+    if error:
+        sys.exit(f"{script}: error: {error}")
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+
+    try:
+        envs = make_envs(args, run_name)
+    except (ValueError, gym.error.Error) as e:
+        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
+    # Only the ale back end needs the game scores tracked here; the gymnasium one records its own.
+    scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
+
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
+    )
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    agent = Agent(envs.single_action_space.n).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
+    obs_shape = envs.single_observation_space.shape
+    observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+    values = torch.zeros((args.num_steps, args.num_envs), device=device)
+
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    envs.action_space.seed(args.seed)
+    next_obs, infos = envs.reset(seed=args.seed)
+    if scores is not None:
+        scores.lives = infos["lives"]
+    next_obs = torch.as_tensor(next_obs, device=device)
+
+    for iteration in range(1, args.num_iterations + 1):
+        if args.anneal_lr:
+            optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
+
+        for step in range(args.num_steps):
+            global_step += args.num_envs
+            observations[step] = next_obs
+            with torch.no_grad():
+                logits, values[step] = agent(next_obs)
+                action, logprobs[step] = sample_action(logits)
+            actions[step] = action
+
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            for game_return, game_length in finished_games(infos, scores, reward, terminations, truncations):
+                recent_returns.append(game_return)
+                writer.add_scalar("charts/episodic_return", game_return, global_step)
+                writer.add_scalar("charts/episodic_length", game_length, global_step)
+
+            reward = np.sign(reward).astype(np.float32)
+            # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
+            truncated = truncations & ~terminations
+            if truncated.any():
+                final_obs = torch.as_tensor(np.stack(infos["final_obs"][truncated]), device=device)
+                with torch.no_grad():
+                    reward[truncated] += args.gamma * agent(final_obs)[1].cpu().numpy()
+            rewards[step] = torch.as_tensor(reward, device=device)
+            dones[step] = torch.as_tensor(terminations | truncations, device=device)
+            next_obs = torch.as_tensor(next_obs, device=device)
+
+        with torch.no_grad():
+            next_value = agent(next_obs)[1]
+        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+        b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = flatten_steps_envs(
+            observations, actions, logprobs, advantages, returns, values
+        )
+
+        clip_fractions, approx_kls, skipped_steps = [], [], 0
+        for _ in range(args.update_epochs):
+            permutation = torch.randperm(args.batch_size, device=device)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                idx = permutation[start : start + args.minibatch_size]
+                logits, new_values = agent(b_obs[idx])
+                log_probs_all = torch.log_softmax(logits, dim=-1)
+                log_ratio = log_probs_all.gather(-1, b_actions[idx, None]).squeeze(-1) - b_logprobs[idx]
+                ratio = log_ratio.exp()
+                with torch.no_grad():
+                    # KL(old || new) estimated by E[(r - 1) - log r] (low variance, never negative).
+                    approx_kls.append(((ratio - 1) - log_ratio).mean().item())
+                    clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean().item())
+
+                mb_advantages = b_advantages[idx]
+                if args.norm_adv:
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                clipped_ratio = torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                policy_loss = -torch.min(ratio * mb_advantages, clipped_ratio * mb_advantages).mean()
+
+                value_loss_unclipped = (new_values - b_returns[idx]) ** 2
+                if args.clip_vloss:
+                    # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
+                    clipped_values = b_values[idx] + torch.clamp(
+                        new_values - b_values[idx], -args.clip_coef, args.clip_coef
+                    )
+                    value_loss = 0.5 * torch.max(value_loss_unclipped, (clipped_values - b_returns[idx]) ** 2).mean()
+                else:
+                    value_loss = 0.5 * value_loss_unclipped.mean()
+                entropy = -(log_probs_all.exp() * log_probs_all).sum(-1).mean()
+                loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
+
+                optimizer.zero_grad()
+                loss.backward()
+                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                if not torch.isfinite(loss + grad_norm):
+                    skipped_steps += 1
+                    continue
+                optimizer.step()
+            if args.target_kl is not None and np.mean(approx_kls[-args.num_minibatches :]) > args.target_kl:
+                break
+
+        returns_var = b_returns.var()
+        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
+        sps = int(global_step / (time.time() - start_time))
+        writer.add_scalar("charts/SPS", sps, global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy.item(), global_step)
+        writer.add_scalar("losses/approx_kl", np.mean(approx_kls), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clip_fractions), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("losses/nonfinite_skipped", skipped_steps, global_step)
+        recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
+        print(
+            f"iter {iteration:5d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
+            f"kl {np.mean(approx_kls):.4f} clipfrac {np.mean(clip_fractions):.3f}"
+            + (f" [non-finite: {skipped_steps} steps skipped]" if skipped_steps else "")
+        )
+
+    checkpoint = {"agent": agent.state_dict(), "args": vars(args)}
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.model"
+        torch.save(checkpoint, model_path)
+        print(f"model saved to {model_path}")
+        checkpoint = torch.load(model_path, map_location=device)
+    eval_returns = evaluate(checkpoint, args, device)
+    for i, episodic_return in enumerate(eval_returns):
+        writer.add_scalar("eval/episodic_return", episodic_return, i)
+    print(f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} games")
+
+    if args.track and args.capture_video:
+        for video in sorted(os.listdir(f"videos/{run_name}")):
+            wandb.log({"videos": wandb.Video(f"videos/{run_name}/{video}")})
+    envs.close()
+    writer.close()
+    return eval_returns
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

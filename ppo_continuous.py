@@ -1,0 +1,471 @@
+"""PPO with a diagonal Gaussian policy for Box-action environments (default HalfCheetah-v5).
+
+Proximal Policy Optimization (Schulman et al., 2017) with GAE (Schulman et al., 2016).
+Every iteration collects num_steps x num_envs transitions, estimates advantages with GAE, then
+runs update_epochs passes of Adam over shuffled minibatches on
+    L = -E[min(r A, clip(r, 1 - clip_coef, 1 + clip_coef) A)] + vf_coef * L_V - ent_coef * H,
+with r = pi_theta(a|s) / pi_old(a|s), stopping early once the approximate KL passes target_kl.
+"""
+
+import math
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+from torch import nn
+from torch.distributions import Normal
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of python, numpy, torch, every env and action space"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = False
+    """if toggled and a GPU is available, train on CUDA"""
+    track: bool = False
+    """if toggled, track the run with Weights and Biases"""
+    wandb_project_name: str = "ppo"
+    """the wandb project name"""
+    wandb_entity: str | None = None
+    """the wandb entity (team)"""
+    capture_video: bool = False
+    """if toggled, record videos of env 0 into videos/{run_name}"""
+    save_model: bool = False
+    """if toggled, save the networks and normalization statistics to runs/{run_name}/{exp_name}.model"""
+
+    env_id: str = "HalfCheetah-v5"
+    """the id of a gymnasium env with Box actions and Box observations"""
+    total_timesteps: int = 1_000_000
+    """total environment steps over all envs"""
+    learning_rate: float = 3e-4
+    """the Adam learning rate of the actor and the critic"""
+    anneal_lr: bool = True
+    """if toggled, anneal the learning rate linearly to 0 over training"""
+    num_envs: int = 4
+    """the number of parallel environments"""
+    num_steps: int = 512
+    """the number of steps per env per policy update"""
+    gamma: float = 0.99
+    """the discount factor"""
+    gae_lambda: float = 0.95
+    """the GAE lambda"""
+    num_minibatches: int = 32
+    """the number of minibatches per epoch"""
+    update_epochs: int = 10
+    """passes over the batch per update"""
+    norm_adv: bool = True
+    """if toggled, normalize the advantages within each minibatch"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """if toggled, clip the value loss around the old values, as the surrogate is clipped"""
+    ent_coef: float = 0.0
+    """coefficient of the entropy bonus"""
+    vf_coef: float = 0.5
+    """coefficient of the value loss"""
+    max_grad_norm: float = 0.5
+    """the largest global gradient norm"""
+    target_kl: float | None = None
+    """if set, stop the epochs of an update once the approximate KL passes it"""
+    norm_obs: bool = True
+    """if toggled, normalize observations by their running mean and std"""
+    norm_reward: bool = True
+    """if toggled, scale rewards by the running std of the discounted return"""
+    eval_episodes: int = 10
+    """deterministic evaluation episodes after training"""
+
+    batch_size: int = 0
+    """the batch size, num_envs * num_steps (computed at runtime)"""
+    minibatch_size: int = 0
+    """the minibatch size, batch_size // num_minibatches (computed at runtime)"""
+    num_iterations: int = 0
+    """the number of policy updates (computed at runtime)"""
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id)
+        return env
+
+    return thunk
+
+
+def layer_init(layer, std=2**0.5, bias_const=0.0):
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Actor(nn.Module):
+    def __init__(self, obs_dim, action_dim):
+        super().__init__()
+        self.mean = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, action_dim), std=0.01),
+        )
+        # State-independent log standard deviation, one per action dimension.
+        self.log_std = nn.Parameter(torch.zeros(action_dim))
+
+    def forward(self, obs):
+        """Mean and log-std of the Gaussian policy, both of shape (batch, action_dim)."""
+        mean = self.mean(obs)
+        return mean, self.log_std.expand_as(mean)
+
+    def dist(self, obs):
+        mean, log_std = self(obs)
+        return Normal(mean, log_std.exp())
+
+
+class Critic(nn.Module):
+    def __init__(self, obs_dim):
+        super().__init__()
+        self.net = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+
+    def forward(self, obs):
+        return self.net(obs).squeeze(-1)
+
+
+class RunningMeanStd:
+    """Mean and variance of a stream of batches, merged with Chan et al.'s parallel formula."""
+
+    def __init__(self, shape):
+        self.mean = np.zeros(shape)
+        self.var = np.ones(shape)
+        self.count = 1e-4
+
+    def update(self, batch):
+        batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.var = sum_sq / total
+        self.count = total
+
+    def normalize(self, x):
+        return np.clip((x - self.mean) / np.sqrt(self.var + 1e-8), -10.0, 10.0)
+
+    def state_dict(self):
+        return {"mean": torch.as_tensor(self.mean), "var": torch.as_tensor(self.var), "count": self.count}
+
+    def load_state_dict(self, state):
+        self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
+
+
+def sample_action(actor, obs):
+    """Sample a = mean + std * noise and return (action, log pi(a|s)), summed over action dimensions.
+
+    Written out rather than through torch.distributions.Normal, whose construction costs several
+    forward passes of this network at rollout batch sizes."""
+    mean, log_std = actor(obs)
+    noise = torch.randn_like(mean)
+    log_prob = -0.5 * noise**2 - log_std - 0.5 * math.log(2 * math.pi)
+    return mean + log_std.exp() * noise, log_prob.sum(-1)
+
+
+def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
+    """GAE over (num_steps, num_envs) tensors, all envs at once.
+
+    Convention: dones[t] = 1 when transition t ended its episode (terminated or truncated), so
+    s_{t+1} belongs to a new episode and is not bootstrapped from. A truncated transition already
+    carries gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
+    """
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last_gae = torch.zeros_like(next_value)
+    for t in reversed(range(num_steps)):
+        next_values = next_value if t == num_steps - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_values * not_done - values[t]
+        last_gae = delta + gamma * gae_lambda * not_done * last_gae
+        advantages[t] = last_gae
+    return advantages, advantages + values
+
+
+def flatten_steps_envs(*tensors):
+    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
+    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
+
+
+def evaluate(checkpoint, env_id, eval_episodes, seed, device):
+    """Deterministic (mean action) episodes with fresh networks loaded from a checkpoint; frozen obs statistics."""
+    env = gym.make(env_id)
+    actor = Actor(np.prod(env.observation_space.shape), np.prod(env.action_space.shape)).to(device)
+    actor.load_state_dict(checkpoint["actor"])
+    obs_rms = None
+    if checkpoint["obs_rms"] is not None:
+        obs_rms = RunningMeanStd(env.observation_space.shape)
+        obs_rms.load_state_dict(checkpoint["obs_rms"])
+    episodic_returns = []
+    obs, _ = env.reset(seed=seed)
+    episodic_return = 0.0
+    while len(episodic_returns) < eval_episodes:
+        obs = obs_rms.normalize(obs) if obs_rms is not None else obs
+        with torch.no_grad():
+            action, _ = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        episodic_return += reward
+        if terminated or truncated:
+            episodic_returns.append(episodic_return)
+            episodic_return = 0.0
+            obs, _ = env.reset()
+    env.close()
+    return episodic_returns
+
+
+def check_args(args):
+    """Return an error message for arguments no run can use, else None."""
+    if args.num_envs < 1 or args.num_steps < 1:
+        return "num_envs and num_steps must be at least 1"
+    if args.num_minibatches < 1 or args.num_envs * args.num_steps < args.num_minibatches:
+        return "num_minibatches must be between 1 and num_envs * num_steps"
+    if args.target_kl is not None and args.target_kl <= 0:
+        return "target_kl must be positive"
+    if args.total_timesteps < args.num_envs * args.num_steps:
+        return "total_timesteps must be at least num_envs * num_steps"
+    return None
+
+
+def main(args):
+    script = os.path.basename(__file__)
+    error = check_args(args)
+    if error:
+        sys.exit(f"{script}: error: {error}")
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+
+    try:
+        envs = gym.vector.SyncVectorEnv(
+            [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
+            # SAME_STEP: the obs returned with done is already the next episode's first obs and
+            # the terminal one is in infos["final_obs"], so no step of the rollout is a fake
+            # reset transition.
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    except gym.error.Error as e:
+        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
+    if not isinstance(envs.single_action_space, gym.spaces.Box):
+        sys.exit(f"{script}: error: {args.env_id} has {envs.single_action_space} actions; this script needs Box")
+    if not isinstance(envs.single_observation_space, gym.spaces.Box):
+        sys.exit(f"{script}: error: {args.env_id} has {envs.single_observation_space} observations; need Box")
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
+    )
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    obs_shape = envs.single_observation_space.shape
+    action_shape = envs.single_action_space.shape
+    action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
+    actor = Actor(np.prod(obs_shape), np.prod(action_shape)).to(device)
+    critic = Critic(np.prod(obs_shape)).to(device)
+    optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=args.learning_rate, eps=1e-5)
+    obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
+    # Reward scaling divides by the std of the discounted return, not of the reward itself.
+    return_rms = RunningMeanStd(()) if args.norm_reward else None
+    discounted_return = np.zeros(args.num_envs)
+
+    def to_tensor(obs, update_stats=False):
+        if obs_rms is not None:
+            if update_stats:
+                obs_rms.update(obs)
+            obs = obs_rms.normalize(obs)
+        return torch.as_tensor(obs, dtype=torch.float32, device=device)
+
+    # Rollout storage, (num_steps, num_envs, ...) everywhere; flattened the same way before the update.
+    observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + action_shape, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    envs.action_space.seed(args.seed)
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = to_tensor(next_obs, update_stats=True)
+
+    for iteration in range(1, args.num_iterations + 1):
+        if args.anneal_lr:
+            optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
+        for step in range(args.num_steps):
+            global_step += args.num_envs
+            observations[step] = next_obs
+            with torch.no_grad():
+                action, logprobs[step] = sample_action(actor, next_obs)
+            actions[step] = action
+
+            # Only the env sees the clipped action; the log-prob above is of the unclipped sample.
+            next_obs, reward, terminations, truncations, infos = envs.step(
+                np.clip(action.cpu().numpy(), action_low, action_high)
+            )
+            if return_rms is not None:
+                discounted_return = discounted_return * args.gamma + reward
+                return_rms.update(discounted_return)
+                reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
+                discounted_return[terminations | truncations] = 0.0
+            # Truncation is not termination: a time-limit cut keeps the value of the state it
+            # stopped in, r + gamma * V(final obs); the transition then counts as done.
+            truncated = truncations & ~terminations
+            if truncated.any():
+                final_obs = to_tensor(np.stack(infos["final_obs"][truncated]))
+                with torch.no_grad():
+                    reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
+            rewards[step] = torch.as_tensor(reward, device=device)
+            dones[step] = torch.as_tensor(terminations | truncations, device=device)
+            next_obs = to_tensor(next_obs, update_stats=True)
+
+            if "_episode" in infos:
+                for i in np.flatnonzero(infos["_episode"]):
+                    recent_returns.append(infos["episode"]["r"][i])
+                    writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
+                    writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
+
+        with torch.no_grad():
+            # One batched pass for V(s_t) over the whole rollout: the critic is fixed until the update.
+            values = critic(observations)
+            next_value = critic(next_obs)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+
+        b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = flatten_steps_envs(
+            observations, actions, logprobs, advantages, returns, values
+        )
+
+        clip_fractions, approx_kls, skipped_steps = [], [], 0
+        for _ in range(args.update_epochs):
+            permutation = torch.randperm(args.batch_size, device=device)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                idx = permutation[start : start + args.minibatch_size]
+                dist = actor.dist(b_obs[idx])
+                log_ratio = dist.log_prob(b_actions[idx]).sum(-1) - b_logprobs[idx]
+                ratio = log_ratio.exp()
+                with torch.no_grad():
+                    # KL(old || new) estimated by E[(r - 1) - log r] (low variance, never negative).
+                    approx_kls.append(((ratio - 1) - log_ratio).mean().item())
+                    clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean().item())
+
+                mb_advantages = b_advantages[idx]
+                if args.norm_adv:
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                clipped_ratio = torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                policy_loss = -torch.min(ratio * mb_advantages, clipped_ratio * mb_advantages).mean()
+
+                new_values = critic(b_obs[idx])
+                value_loss_unclipped = (new_values - b_returns[idx]) ** 2
+                if args.clip_vloss:
+                    # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
+                    clipped_values = b_values[idx] + torch.clamp(
+                        new_values - b_values[idx], -args.clip_coef, args.clip_coef
+                    )
+                    value_loss = 0.5 * torch.max(value_loss_unclipped, (clipped_values - b_returns[idx]) ** 2).mean()
+                else:
+                    value_loss = 0.5 * value_loss_unclipped.mean()
+                entropy = dist.entropy().sum(-1).mean()
+                loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
+
+                optimizer.zero_grad()
+                loss.backward()
+                grad_norm = nn.utils.clip_grad_norm_([*actor.parameters(), *critic.parameters()], args.max_grad_norm)
+                if not torch.isfinite(loss + grad_norm):
+                    skipped_steps += 1
+                    continue
+                optimizer.step()
+            if args.target_kl is not None and np.mean(approx_kls[-args.num_minibatches :]) > args.target_kl:
+                break
+
+        returns_var = b_returns.var()
+        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
+        sps = int(global_step / (time.time() - start_time))
+        writer.add_scalar("charts/SPS", sps, global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy.item(), global_step)
+        writer.add_scalar("losses/approx_kl", np.mean(approx_kls), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clip_fractions), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("losses/nonfinite_skipped", skipped_steps, global_step)
+        recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
+        print(
+            f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
+            f"kl {np.mean(approx_kls):.4f} clipfrac {np.mean(clip_fractions):.3f}"
+            + (f" [non-finite: {skipped_steps} steps skipped]" if skipped_steps else "")
+        )
+
+    checkpoint = {
+        "actor": actor.state_dict(),
+        "critic": critic.state_dict(),
+        "obs_rms": obs_rms.state_dict() if obs_rms is not None else None,
+        "return_rms": return_rms.state_dict() if return_rms is not None else None,
+        "args": vars(args),
+    }
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.model"
+        torch.save(checkpoint, model_path)
+        print(f"model saved to {model_path}")
+        checkpoint = torch.load(model_path, map_location=device)
+    eval_returns = evaluate(checkpoint, args.env_id, args.eval_episodes, args.seed + 10_000, device)
+    for i, episodic_return in enumerate(eval_returns):
+        writer.add_scalar("eval/episodic_return", episodic_return, i)
+    print(
+        f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} episodes"
+    )
+
+    if args.track and args.capture_video:
+        for video in sorted(os.listdir(f"videos/{run_name}")):
+            wandb.log({"videos": wandb.Video(f"videos/{run_name}/{video}")})
+    envs.close()
+    writer.close()
+    return eval_returns
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
