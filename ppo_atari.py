@@ -103,6 +103,8 @@ def ale_game_and_sticky_actions(env_id):
     if match is None:
         raise ValueError(f"{env_id!r} is neither {{Game}}NoFrameskip-v4 nor ALE/{{Game}}-v5")
     game = re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
+    if game not in ale_py.roms.get_all_rom_ids():
+        raise ValueError(f"ale-py has no ROM for the game {game!r}")
     return game, 0.25 if env_id.startswith("ALE/") else 0.0
 
 

@@ -1,0 +1,101 @@
+"""ppo_atari.py and trpo_atari.py: both environment back ends give the learner the same thing."""
+
+import re
+
+import numpy as np
+import pytest
+
+import ppo_atari
+from tests.test_scripts import eval_mean, run_script
+
+TINY_ATARI = [
+    "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128",
+    "--num-minibatches", "2", "--update-epochs", "1", "--eval-episodes", "1",
+]  # fmt: skip
+TINY_TRPO_ATARI = [
+    "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128",
+    "--vf-epochs", "1", "--vf-minibatches", "2", "--eval-episodes", "1",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env_id", "expected"),
+    [
+        ("BreakoutNoFrameskip-v4", ("breakout", 0.0)),
+        ("ALE/MsPacman-v5", ("ms_pacman", 0.25)),
+        ("PongNoFrameskip-v4", ("pong", 0.0)),
+    ],
+)
+def test_env_id_maps_to_ale_game_and_sticky_actions(env_id, expected):
+    assert ppo_atari.ale_game_and_sticky_actions(env_id) == expected
+
+
+@pytest.mark.parametrize("backend", ["ale", "gymnasium"])
+def test_life_loss_terminates_but_game_score_spans_all_lives(backend):
+    envs = ppo_atari.make_envs(ppo_atari.Args(backend=backend, num_envs=1), run_name="test")
+    is_ale = isinstance(envs, ppo_atari.ale_py.vector_env.AtariVectorEnv)
+    assert is_ale == (backend == "ale")
+    scores = ppo_atari.GameScores(1) if is_ale else None
+    obs, infos = envs.reset(seed=3)
+    if scores is not None:
+        scores.lives = infos["lives"]
+    assert obs.shape == (1, 4, 84, 84) and obs.dtype == np.uint8
+    rng = np.random.default_rng(0)
+    reward_sum, terminations, games = 0.0, 0, []
+    for _ in range(20_000):
+        obs, reward, terminated, truncated, infos = envs.step(rng.integers(envs.single_action_space.n, size=1))
+        assert obs.shape == (1, 4, 84, 84) and obs.dtype == np.uint8
+        reward_sum += reward[0]
+        terminations += int(terminated[0])
+        games = ppo_atari.finished_games(infos, scores, reward, terminated, truncated)
+        if games:
+            break
+    envs.close()
+    ((game_return, _),) = games
+    # Breakout has five lives: four life-loss terminations, then the game over, reported once.
+    assert terminations == 5
+    if is_ale:  # unclipped rewards from the env: the score is their sum over all lives
+        assert game_return == reward_sum > 0
+    else:  # the learner sees clipped rewards; the score (unclipped) is at least their sum
+        assert game_return >= reward_sum > 0
+
+
+@pytest.mark.parametrize("script", ["ppo_atari.py", "trpo_atari.py"])
+@pytest.mark.parametrize("backend", ["ale", "gymnasium"])
+def test_atari_smoke(script, backend, tmp_path):
+    tiny = TINY_ATARI if script == "ppo_atari.py" else TINY_TRPO_ATARI
+    result = run_script(script, "--backend", backend, *tiny, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^iter +2/2 ", result.stdout, re.MULTILINE)
+    assert np.isfinite(eval_mean(result.stdout))
+
+
+@pytest.mark.parametrize("script", ["ppo_atari.py", "trpo_atari.py"])
+def test_atari_save_model_and_capture_video(script, tmp_path):
+    tiny = TINY_ATARI if script == "ppo_atari.py" else TINY_TRPO_ATARI
+    result = run_script(script, *tiny, "--save-model", "--capture-video", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert list(tmp_path.glob(f"runs/*/{script[:-3]}.model"))
+    assert list(tmp_path.glob("videos/BreakoutNoFrameskip-v4__*/*.mp4"))
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "mentions"),
+    [
+        ("ppo_atari.py", ["--env-id", "CartPole-v1"], "CartPole-v1"),
+        ("ppo_atari.py", ["--env-id", "NoSuchGameNoFrameskip-v4"], "no_such_game"),
+        ("ppo_atari.py", ["--num-envs", "0"], "num_envs"),
+        ("ppo_atari.py", ["--num-minibatches", "0"], "num_minibatches"),
+        ("trpo_atari.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1"),
+        ("trpo_atari.py", ["--env-id", "ALE/NoSuchGame-v5"], "no_such_game"),
+        ("trpo_atari.py", ["--num-steps", "0"], "num_steps"),
+        ("trpo_atari.py", ["--max-kl", "0"], "max_kl"),
+        ("trpo_atari.py", ["--fvp-subsample", "0"], "fvp_subsample"),
+    ],
+)
+def test_atari_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
+    result = run_script(script, *args, cwd=tmp_path)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"{script}: error:") and mentions in lines[0]

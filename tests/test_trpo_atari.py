@@ -1,0 +1,82 @@
+"""trpo_atari.py: critic isolation, the adaptive trust region and the entropy-consistent objective."""
+
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+from torch.nn.utils import parameters_to_vector
+
+import trpo_atari
+
+NUM_ACTIONS = 4
+
+
+@pytest.fixture
+def batch():
+    torch.manual_seed(0)
+    obs = torch.randint(0, 256, (32, 4, 84, 84), dtype=torch.uint8)
+    actor = trpo_atari.Actor(NUM_ACTIONS)
+    with torch.no_grad():
+        logits = actor(obs)
+        actions, logprobs = trpo_atari.sample_action(actor, obs)
+    return actor, obs, actions, logprobs, logits
+
+
+def test_critic_update_leaves_policy_unchanged(batch):
+    actor, obs, _, _, logits = batch
+    critic = trpo_atari.Critic()
+    optimizer = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    critic_before = parameters_to_vector(critic.parameters()).detach().clone()
+    loss, skipped = trpo_atari.fit_critic(critic, optimizer, obs, torch.randn(32) * 10, epochs=2, minibatches=4)
+    assert np.isfinite(loss) and skipped == 0
+    assert not torch.equal(parameters_to_vector(critic.parameters()), critic_before)  # the critic did learn
+    with torch.no_grad():
+        assert torch.equal(torch.softmax(actor(obs), -1), torch.softmax(logits, -1))
+
+
+def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failures(batch):
+    actor, obs, actions, logprobs, _ = batch
+    args = trpo_atari.Args(ls_fail_threshold=3, max_kl_decay=0.5, min_max_kl=0.002, damping_growth=2.0, max_damping=1.0)
+    objective_fn = partial(trpo_atari.surrogate_objective, actor, obs, actions, logprobs, torch.randn(32), 0.01)
+
+    def kl_too_large():  # every trial step looks like it leaves the trust region
+        return torch.tensor(1.0)
+
+    before = parameters_to_vector(actor.parameters()).detach().clone()
+    max_kl, damping, failures = 0.01, 0.1, 0
+    schedule = []
+    for _ in range(9):
+        diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_too_large, obs, max_kl, damping, 5, 3, 0.8)
+        assert diagnostics["line_search_success"] == 0.0 and np.isnan(diagnostics["kl"])
+        max_kl, damping, failures = trpo_atari.adapt_trust_region(max_kl, damping, failures, False, args)
+        schedule.append((max_kl, damping))
+    assert torch.equal(parameters_to_vector(actor.parameters()), before)
+    expected = [(0.01, 0.1)] * 2 + [(0.005, 0.2)] * 3 + [(0.0025, 0.4)] * 3 + [(0.002, 0.8)]
+    assert schedule == pytest.approx(expected)
+    # Bounds hold, and a success resets the count of consecutive failures.
+    assert trpo_atari.adapt_trust_region(0.002, 0.8, 2, False, args) == pytest.approx((0.002, 1.0, 0))
+    assert trpo_atari.adapt_trust_region(0.01, 0.1, 2, True, args) == (0.01, 0.1, 0)
+
+
+def test_line_search_checks_the_objective_that_was_differentiated_entropy_included(batch):
+    # With zero advantages the surrogate is flat and only the entropy bonus can improve: a line
+    # search that left the entropy out of its check would reject every step.
+    actor, obs, _, _, _ = batch
+    with torch.no_grad():  # a peaked policy, far from the (maximum-entropy) uniform one
+        actor.net[-1].weight.mul_(100)
+        logits = actor(obs)
+        actions, logprobs = trpo_atari.sample_action(actor, obs)
+    ent_coef = 0.1
+    objective_fn = partial(trpo_atari.surrogate_objective, actor, obs, actions, logprobs, torch.zeros(32), ent_coef)
+    kl_fn = partial(trpo_atari.mean_kl, actor, obs, logits)
+
+    def entropy():
+        with torch.no_grad():
+            return torch.distributions.Categorical(logits=actor(obs)).entropy().mean().item()
+
+    entropy_before = entropy()
+    diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 0.1, 10, 10, 0.8)
+    assert diagnostics["line_search_success"] == 1.0
+    assert entropy() > entropy_before
+    assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-3)

@@ -1,0 +1,722 @@
+"""TRPO with the Nature CNN on Atari (default BreakoutNoFrameskip-v4; ALE/...-v5 ids work too).
+
+    python trpo_atari.py --num-envs 8 --max-kl 0.02
+
+Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on
+Atari: many envs and large batches, rewards scaled by the running std of the discounted return,
+an entropy bonus that decays, Fisher-vector products on a subsample of the batch, and a trust
+region that shrinks (and a damping that grows) after repeated line-search failures. Every
+iteration:
+  1. collects num_steps x num_envs transitions and estimates advantages with GAE,
+  2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
+     mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
+  3. fits a separate value network (its own CNN, so a critic update can never move the policy).
+Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
+"""
+
+import os
+import random
+import re
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+from torch import nn
+from torch.autograd import forward_ad
+from torch.distributions import Categorical
+from torch.distributions.kl import kl_divergence
+from torch.func import functional_call
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.utils.tensorboard import SummaryWriter
+
+gym.register_envs(ale_py)
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of python, numpy, torch, every env and action space"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = False
+    """if toggled and a GPU is available, train on CUDA"""
+    track: bool = False
+    """if toggled, track the run with Weights and Biases"""
+    wandb_project_name: str = "trpo"
+    """the wandb project name"""
+    wandb_entity: str | None = None
+    """the wandb entity (team)"""
+    capture_video: bool = False
+    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end)"""
+    save_model: bool = False
+    """if toggled, save the networks and reward statistics to runs/{run_name}/{exp_name}.model"""
+
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """the id of an Atari env: {Game}NoFrameskip-v4 (no sticky actions) or ALE/{Game}-v5 (sticky actions)"""
+    backend: Literal["ale", "gymnasium"] = "ale"
+    """the environment back end: ale-py's C++ vector env, or gymnasium wrappers in a vector env"""
+    total_timesteps: int = 10_000_000
+    """total agent steps over all envs (each is 4 frames)"""
+    num_envs: int = 8
+    """the number of parallel environments"""
+    num_steps: int = 1024
+    """the number of steps per env per policy update"""
+    gamma: float = 0.99
+    """the discount factor"""
+    gae_lambda: float = 0.95
+    """the GAE lambda"""
+    norm_adv: bool = True
+    """if toggled, normalize the advantages over the batch"""
+    norm_reward: bool = True
+    """if toggled, scale the (clipped) rewards by the running std of the discounted return"""
+    max_kl: float = 0.01
+    """the initial trust region radius: the largest mean KL(old || new) a step may reach"""
+    cg_iters: int = 10
+    """conjugate gradient iterations"""
+    cg_damping: float = 0.1
+    """the initial damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
+    fvp_subsample: float = 0.1
+    """fraction of the batch used for Fisher-vector products (the TRPO paper used 10%)"""
+    backtrack_iters: int = 10
+    """the most line-search steps"""
+    backtrack_coeff: float = 0.8
+    """each line-search step shrinks the step by this factor"""
+    ent_coef: float = 0.01
+    """the initial coefficient of the entropy bonus in the surrogate objective"""
+    ent_decay: float = 0.995
+    """ent_coef is multiplied by this after every update"""
+    min_ent_coef: float = 0.001
+    """the floor of the decaying ent_coef"""
+    ls_fail_threshold: int = 3
+    """consecutive failed line searches that shrink the trust region"""
+    max_kl_decay: float = 0.7
+    """max_kl is multiplied by this when the trust region shrinks"""
+    min_max_kl: float = 0.001
+    """the floor of max_kl"""
+    damping_growth: float = 2.0
+    """cg_damping is multiplied by this when the trust region shrinks"""
+    max_damping: float = 1.0
+    """the ceiling of cg_damping"""
+    vf_lr: float = 2.5e-4
+    """the Adam learning rate of the value network"""
+    vf_epochs: int = 3
+    """passes over the batch when fitting the value network"""
+    vf_minibatches: int = 16
+    """minibatches per value-network pass"""
+    eval_episodes: int = 10
+    """evaluation games after training (greedy actions, 5% random; see evaluate)"""
+
+    batch_size: int = 0
+    """the batch size, num_envs * num_steps (computed at runtime)"""
+    num_iterations: int = 0
+    """the number of policy updates (computed at runtime)"""
+
+
+def ale_game_and_sticky_actions(env_id):
+    """'BreakoutNoFrameskip-v4' -> ('breakout', 0.0); 'ALE/MsPacman-v5' -> ('ms_pacman', 0.25)."""
+    match = re.fullmatch(r"ALE/(\w+)-v5", env_id) or re.fullmatch(r"(\w+)NoFrameskip-v4", env_id)
+    if match is None:
+        raise ValueError(f"{env_id!r} is neither {{Game}}NoFrameskip-v4 nor ALE/{{Game}}-v5")
+    game = re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
+    if game not in ale_py.roms.get_all_rom_ids():
+        raise ValueError(f"ale-py has no ROM for the game {game!r}")
+    return game, 0.25 if env_id.startswith("ALE/") else 0.0
+
+
+class EpisodicLife(gym.Wrapper):
+    """A life loss ends the episode for the learner; only a game over really resets the game."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        terminated = terminated or 0 < lives < self.lives
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if self.game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:  # continue the game after a lost life with a no-op
+            obs, _, _, _, info = self.env.step(0)
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE after every reset, for games that wait for it to start."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    """The standard Atari stack: no-op reset (30), frame skip 4 with max-pool, life-loss
+    termination, fire on reset, reward clipping to {-1, 0, 1}, 84x84 grayscale, stack of 4."""
+
+    def thunk():
+        _, sticky = ale_game_and_sticky_actions(env_id)
+        kwargs = {"frameskip": 1, "repeat_action_probability": sticky, "max_num_frames_per_episode": 108_000}
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array", **kwargs)
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id, **kwargs)
+        env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
+        # Below the life and reward wrappers, so it records whole games with unclipped scores.
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = EpisodicLife(env)
+        if "FIRE" in env.unwrapped.get_action_meanings():
+            env = FireReset(env)
+        env = gym.wrappers.TransformReward(env, np.sign)
+        return gym.wrappers.FrameStackObservation(env, 4)
+
+    return thunk
+
+
+class GameScores:
+    """Whole-game scores from the ale back end, which reports none: sum the unclipped rewards
+    and close a game when it really ends (lives did not drop on a termination, or truncation)."""
+
+    def __init__(self, num_envs):
+        self.returns = np.zeros(num_envs)
+        self.lengths = np.zeros(num_envs, dtype=int)
+        self.lives = np.zeros(num_envs, dtype=int)
+
+    def update(self, rewards, terminations, truncations, lives):
+        """Add one step; return [(return, length)] of the games that ended."""
+        self.returns += rewards
+        self.lengths += 1
+        # With same-step autoreset, `lives` already belongs to the next game when one ended.
+        ended = np.flatnonzero(truncations | (terminations & (lives >= self.lives)))
+        self.lives = lives
+        finished = list(zip(self.returns[ended], self.lengths[ended]))
+        self.returns[ended] = 0
+        self.lengths[ended] = 0
+        return finished
+
+
+def finished_games(infos, scores, rewards, terminations, truncations):
+    """[(return, length)] of the whole games that ended this step, from either back end."""
+    if scores is not None:
+        return scores.update(rewards, terminations, truncations, infos["lives"])
+    final_info = infos.get("final_info", {})
+    if "_episode" not in final_info:
+        return []
+    ended = np.flatnonzero(final_info["_episode"])
+    return list(zip(final_info["episode"]["r"][ended], final_info["episode"]["l"][ended]))
+
+
+def make_envs(args, run_name):
+    """Both back ends, same-step autoreset: the obs returned with a done is the next episode's."""
+    game, sticky = ale_game_and_sticky_actions(args.env_id)
+    if args.backend == "ale" and not args.capture_video:
+        return ale_py.vector_env.AtariVectorEnv(
+            game,
+            args.num_envs,
+            repeat_action_probability=sticky,
+            noop_max=30,
+            life_loss_info=True,  # terminate on a life loss; episodic_life=True would restart the game
+            reward_clipping=False,  # clipped in the loop, so that game scores stay unclipped
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    return gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
+def layer_init(layer, std=2**0.5, bias_const=0.0):
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def nature_cnn(num_outputs, last_layer_std):
+    """Nature DQN trunk (Mnih et al., 2015) with a linear output layer, on uint8 frames / 255."""
+    return nn.Sequential(
+        layer_init(nn.Conv2d(4, 32, 8, stride=4)),
+        nn.ReLU(),
+        layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+        nn.ReLU(),
+        layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+        nn.ReLU(),
+        nn.Flatten(),
+        layer_init(nn.Linear(64 * 7 * 7, 512)),
+        nn.ReLU(),
+        layer_init(nn.Linear(512, num_outputs), std=last_layer_std),
+    )
+
+
+class Actor(nn.Module):
+    def __init__(self, num_actions):
+        super().__init__()
+        self.net = nature_cnn(num_actions, last_layer_std=0.01)
+
+    def forward(self, obs):
+        """Logits of the categorical policy."""
+        return self.net(obs.float() / 255.0)
+
+
+class Critic(nn.Module):
+    """A network of its own: nothing the value loss trains is part of the policy."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nature_cnn(1, last_layer_std=1.0)
+
+    def forward(self, obs):
+        return self.net(obs.float() / 255.0).squeeze(-1)
+
+
+class RunningMeanStd:
+    """Mean and variance of a stream of batches, merged with Chan et al.'s parallel formula."""
+
+    def __init__(self, shape):
+        self.mean = np.zeros(shape)
+        self.var = np.ones(shape)
+        self.count = 1e-4
+
+    def update(self, batch):
+        batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.var = sum_sq / total
+        self.count = total
+
+    def state_dict(self):
+        return {"mean": torch.as_tensor(self.mean), "var": torch.as_tensor(self.var), "count": self.count}
+
+
+def sample_action(actor, obs):
+    """Sample a ~ pi(.|s) by inverse CDF and return (action, log pi(a|s)).
+
+    Written out rather than through torch.distributions.Categorical, whose construction costs
+    more than the rest of the step at rollout batch sizes."""
+    log_probs = torch.log_softmax(actor(obs), dim=-1)
+    cumulative = log_probs.exp().cumsum(-1)
+    action = (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1, keepdim=True).clamp(max=log_probs.shape[-1] - 1)
+    return action.squeeze(-1), log_probs.gather(-1, action).squeeze(-1)
+
+
+def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
+    """GAE over (num_steps, num_envs) tensors, all envs at once.
+
+    Convention: dones[t] = 1 when transition t ended its episode (a life loss, a game over or a
+    truncation), so s_{t+1} is not bootstrapped from. A truncated transition already
+    carries gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
+    """
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last_gae = torch.zeros_like(next_value)
+    for t in reversed(range(num_steps)):
+        next_values = next_value if t == num_steps - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_values * not_done - values[t]
+        last_gae = delta + gamma * gae_lambda * not_done * last_gae
+        advantages[t] = last_gae
+    return advantages, advantages + values
+
+
+def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef):
+    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))].
+
+    The gradient step and the line search both call this, so they optimise the same objective."""
+    dist = Categorical(logits=actor(obs))
+    ratio = torch.exp(dist.log_prob(actions) - old_logprobs)
+    return (ratio * advantages).mean() + ent_coef * dist.entropy().mean()
+
+
+def mean_kl(actor, obs, old_logits):
+    """Mean KL(pi_old || pi_theta) over the states; the old distribution is a constant."""
+    return kl_divergence(Categorical(logits=old_logits.detach()), Categorical(logits=actor(obs))).mean()
+
+
+def fisher_vector_product_fn(actor, obs):
+    """Return v -> F v, with F the Hessian of mean KL(pi_old || pi_theta) at theta = theta_old.
+
+    At theta_old the KL's gradient w.r.t. the logits z is zero, so its Hessian w.r.t. theta is the
+    Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and M = diag(p) - p p^T the Hessian
+    of the KL w.r.t. z. J v is one forward-mode pass (dual numbers) and J^T u one backward pass
+    through a graph built once: no double backward through the network.
+    """
+    params = dict(actor.named_parameters())
+    logits = actor(obs)
+    probs = torch.softmax(logits, dim=-1).detach()
+
+    def fisher_vector_product(vector):
+        with forward_ad.dual_level():
+            dual_params, offset = {}, 0
+            for name, p in params.items():
+                tangent = vector[offset : offset + p.numel()].view_as(p)
+                dual_params[name] = forward_ad.make_dual(p.detach(), tangent)
+                offset += p.numel()
+            jv = forward_ad.unpack_dual(functional_call(actor, dual_params, (obs,))).tangent
+        m_jv = probs * (jv - (probs * jv).sum(-1, keepdim=True))
+        grads = torch.autograd.grad(logits, params.values(), m_jv / obs.shape[0], retain_graph=True)
+        return torch.cat([g.reshape(-1) for g in grads])
+
+    return fisher_vector_product
+
+
+def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
+    """Approximately solve A x = b for a symmetric positive-definite A given only v -> A v."""
+    x = torch.zeros_like(b)
+    residual = b.clone()
+    direction = b.clone()
+    residual_sq = residual @ residual
+    for _ in range(iters):
+        a_direction = matrix_vector_product(direction)
+        alpha = residual_sq / (direction @ a_direction)
+        x += alpha * direction
+        residual -= alpha * a_direction
+        new_residual_sq = residual @ residual
+        if new_residual_sq < residual_tol:
+            break
+        direction = residual + (new_residual_sq / residual_sq) * direction
+        residual_sq = new_residual_sq
+    return x
+
+
+def line_search(actor, objective_fn, kl_fn, full_step, max_kl, backtrack_iters, backtrack_coeff):
+    """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
+    mean KL is at most max_kl and whose objective beats the old one. On failure theta_old is restored.
+
+    Returns (success, step_fraction, iterations, kl, actual_improvement); kl is NaN on failure.
+    """
+    old_params = parameters_to_vector(actor.parameters()).detach().clone()
+    with torch.no_grad():
+        old_objective = objective_fn()
+        for k in range(backtrack_iters):
+            step_fraction = backtrack_coeff**k
+            vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
+            improvement = (objective_fn() - old_objective).item()
+            kl = kl_fn().item()
+            # NaN fails both comparisons, so a non-finite trial step is never accepted.
+            if kl <= max_kl and improvement > 0:
+                return True, step_fraction, k + 1, kl, improvement
+        vector_to_parameters(old_params, actor.parameters())
+    return False, 0.0, backtrack_iters, float("nan"), 0.0
+
+
+def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, cg_damping, cg_iters, backtrack_iters, backtrack_coeff):
+    """One trust-region step on the actor; returns the diagnostics logged under trpo/.
+
+    g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
+    step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
+    """
+    objective = objective_fn()
+    policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
+    fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
+    step_direction = conjugate_gradient(lambda v: fisher_vector_product(v) + cg_damping * v, policy_gradient, cg_iters)
+    curvature = step_direction @ fisher_vector_product(step_direction)
+    full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
+    diagnostics = {
+        "kl": float("nan"),
+        "expected_improvement": 0.0,
+        "actual_improvement": 0.0,
+        "line_search_success": 0.0,
+        "line_search_iters": 0,
+        "step_fraction": 0.0,
+        "nonfinite_skipped": 1.0,
+    }
+    if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
+        return diagnostics
+    success, step_fraction, iters, kl, actual_improvement = line_search(
+        actor, objective_fn, kl_fn, full_step, max_kl, backtrack_iters, backtrack_coeff
+    )
+    diagnostics.update(
+        kl=kl,
+        expected_improvement=step_fraction * (policy_gradient @ full_step).item(),
+        actual_improvement=actual_improvement,
+        line_search_success=float(success),
+        line_search_iters=iters,
+        step_fraction=step_fraction,
+        nonfinite_skipped=0.0,
+    )
+    return diagnostics
+
+
+def flatten_steps_envs(*tensors):
+    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
+    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
+
+
+def adapt_trust_region(max_kl, damping, consecutive_failures, success, args):
+    """After ls_fail_threshold failed line searches in a row, shrink max_kl and grow the damping
+    (within their bounds): the quadratic model is not trusted at the current radius.
+
+    Returns the new (max_kl, damping, consecutive_failures)."""
+    consecutive_failures = 0 if success else consecutive_failures + 1
+    if consecutive_failures >= args.ls_fail_threshold:
+        max_kl = max(max_kl * args.max_kl_decay, args.min_max_kl)
+        damping = min(damping * args.damping_growth, args.max_damping)
+        consecutive_failures = 0
+    return max_kl, damping, consecutive_failures
+
+
+def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
+    """Adam on shuffled minibatches of 1/2 (V(s) - R)^2; returns (mean loss, skipped steps).
+    Non-finite losses or gradients skip their step."""
+    batch_size = obs.shape[0]
+    minibatch_size = max(1, batch_size // minibatches)
+    losses, skipped = [], 0
+    for _ in range(epochs):
+        permutation = torch.randperm(batch_size, device=obs.device)
+        for start in range(0, batch_size, minibatch_size):
+            idx = permutation[start : start + minibatch_size]
+            value_loss = 0.5 * ((critic(obs[idx]) - returns[idx]) ** 2).mean()
+            optimizer.zero_grad()
+            value_loss.backward()
+            grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
+            if not torch.isfinite(value_loss + grad_norm):
+                skipped += 1
+                continue
+            optimizer.step()
+            losses.append(value_loss.item())
+    return (np.mean(losses) if losses else float("nan")), skipped
+
+
+def evaluate(checkpoint, args, device, epsilon=0.05):
+    """Whole games with a fresh actor loaded from a checkpoint, through the gymnasium stack.
+
+    Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
+    a fully greedy policy can stall forever in games like Breakout that wait for FIRE."""
+    env = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, 1, False, "")], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    actor = Actor(env.single_action_space.n).to(device)
+    actor.load_state_dict(checkpoint["actor"])
+    rng = np.random.default_rng(args.seed + 10_000)
+    obs, _ = env.reset(seed=args.seed + 10_000)
+    scores = []
+    while len(scores) < args.eval_episodes:
+        with torch.no_grad():
+            action = actor(torch.as_tensor(obs, device=device)).argmax(-1).cpu().numpy()
+        if rng.random() < epsilon:
+            action = rng.integers(env.single_action_space.n, size=1)
+        obs, _, _, _, infos = env.step(action)
+        final_info = infos.get("final_info", {})
+        if "_episode" in final_info and final_info["_episode"][0]:
+            scores.append(float(final_info["episode"]["r"][0]))
+    env.close()
+    return scores
+
+
+def check_args(args):
+    """Return an error message for arguments no run can use, else None."""
+    if args.num_envs < 1 or args.num_steps < 1:
+        return "num_envs and num_steps must be at least 1"
+    if args.max_kl <= 0 or args.min_max_kl <= 0:
+        return "max_kl and min_max_kl must be positive"
+    if not 0 < args.fvp_subsample <= 1:
+        return "fvp_subsample must be in (0, 1]"
+    if args.total_timesteps < args.num_envs * args.num_steps:
+        return "total_timesteps must be at least num_envs * num_steps"
+    return None
+
+
+def main(args):
+    script = os.path.basename(__file__)
+    error = check_args(args)
+    if error:
+        sys.exit(f"{script}: error: {error}")
+    args.batch_size = args.num_envs * args.num_steps
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+
+    try:
+        envs = make_envs(args, run_name)
+    except (ValueError, gym.error.Error) as e:
+        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
+    # Only the ale back end needs the game scores tracked here; the gymnasium one records its own.
+    scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
+
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
+    )
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    actor = Actor(envs.single_action_space.n).to(device)
+    critic = Critic().to(device)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5)
+    # Reward scaling divides by the std of the discounted return, not of the reward itself.
+    return_rms = RunningMeanStd(()) if args.norm_reward else None
+    discounted_return = np.zeros(args.num_envs)
+    max_kl, damping, ent_coef, consecutive_failures = args.max_kl, args.cg_damping, args.ent_coef, 0
+
+    # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
+    obs_shape = envs.single_observation_space.shape
+    observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+
+    global_step = 0
+    start_time = time.time()
+    recent_returns = deque(maxlen=20)
+    recent_successes = deque(maxlen=20)
+    envs.action_space.seed(args.seed)
+    next_obs, infos = envs.reset(seed=args.seed)
+    if scores is not None:
+        scores.lives = infos["lives"]
+    next_obs = torch.as_tensor(next_obs, device=device)
+
+    for iteration in range(1, args.num_iterations + 1):
+        for step in range(args.num_steps):
+            global_step += args.num_envs
+            observations[step] = next_obs
+            with torch.no_grad():
+                action, logprobs[step] = sample_action(actor, next_obs)
+            actions[step] = action
+
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            for game_return, game_length in finished_games(infos, scores, reward, terminations, truncations):
+                recent_returns.append(game_return)
+                writer.add_scalar("charts/episodic_return", game_return, global_step)
+                writer.add_scalar("charts/episodic_length", game_length, global_step)
+
+            reward = np.sign(reward)
+            if return_rms is not None:
+                discounted_return = discounted_return * args.gamma + reward
+                return_rms.update(discounted_return)
+                reward = reward / np.sqrt(return_rms.var + 1e-8)
+                discounted_return[terminations | truncations] = 0.0
+            # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
+            truncated = truncations & ~terminations
+            if truncated.any():
+                final_obs = torch.as_tensor(np.stack(infos["final_obs"][truncated]), device=device)
+                with torch.no_grad():
+                    reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
+            rewards[step] = torch.as_tensor(reward, device=device)
+            dones[step] = torch.as_tensor(terminations | truncations, device=device)
+            next_obs = torch.as_tensor(next_obs, device=device)
+
+        with torch.no_grad():
+            # V(s_t) in batched passes (chunks bound the memory): the critic is fixed until the update.
+            flat_values = [critic(chunk) for chunk in observations.flatten(0, 1).split(512)]
+            values = torch.cat(flat_values).view(args.num_steps, args.num_envs)
+            next_value = critic(next_obs)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+        b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = flatten_steps_envs(
+            observations, actions, logprobs, advantages, returns, values
+        )
+        if args.norm_adv:
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+
+        with torch.no_grad():
+            old_logits = actor(b_obs)
+        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
+        kl_fn = partial(mean_kl, actor, b_obs, old_logits)
+        fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
+        fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
+        diagnostics = trpo_step(
+            actor,
+            objective_fn,
+            kl_fn,
+            fvp_obs,
+            max_kl,
+            damping,
+            args.cg_iters,
+            args.backtrack_iters,
+            args.backtrack_coeff,
+        )
+        success = bool(diagnostics["line_search_success"])
+        recent_successes.append(success)
+        writer.add_scalar("trpo/max_kl", max_kl, global_step)
+        writer.add_scalar("trpo/damping", damping, global_step)
+        writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
+        max_kl, damping, consecutive_failures = adapt_trust_region(max_kl, damping, consecutive_failures, success, args)
+        ent_coef = max(ent_coef * args.ent_decay, args.min_ent_coef)
+
+        value_loss, skipped_value_steps = fit_critic(
+            critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
+        )
+
+        with torch.no_grad():
+            entropy = Categorical(logits=old_logits).entropy().mean().item()
+        returns_var = b_returns.var()
+        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
+        sps = int(global_step / (time.time() - start_time))
+        writer.add_scalar("charts/SPS", sps, global_step)
+        writer.add_scalar("losses/value_loss", value_loss, global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("losses/entropy", entropy, global_step)
+        writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
+        for key, value in diagnostics.items():
+            writer.add_scalar(f"trpo/{key}", value, global_step)
+        recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
+        print(
+            f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
+            f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
+            f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
+            f"kl {diagnostics['kl']:.4f}/{max_kl:.4f}"
+            + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
+        )
+
+    checkpoint = {
+        "actor": actor.state_dict(),
+        "critic": critic.state_dict(),
+        "return_rms": return_rms.state_dict() if return_rms is not None else None,
+        "args": vars(args),
+    }
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.model"
+        torch.save(checkpoint, model_path)
+        print(f"model saved to {model_path}")
+        checkpoint = torch.load(model_path, map_location=device)
+    eval_returns = evaluate(checkpoint, args, device)
+    for i, episodic_return in enumerate(eval_returns):
+        writer.add_scalar("eval/episodic_return", episodic_return, i)
+    print(f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} games")
+
+    if args.track and args.capture_video:
+        for video in sorted(os.listdir(f"videos/{run_name}")):
+            wandb.log({"videos": wandb.Video(f"videos/{run_name}/{video}")})
+    envs.close()
+    writer.close()
+    return eval_returns
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
