@@ -1,0 +1,126 @@
+"""Tables and learning curves from the TensorBoard logs that benchmarks/run.py leaves behind.
+
+For every env under the work folder: a markdown table (one row per implementation: final
+deterministic eval mean +- std over seeds, mean of the last 10 training episodes, steps per
+second, seeds) and a PNG of episodic return against env steps (mean over seeds, shaded band of
++- one std), written to the output folder; the tables are also printed.
+
+    python benchmarks/report.py --work benchmarks/work --out benchmarks/results
+"""
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def read_scalars(run_folder):
+    """{tag: (steps, values)} from every event file of one run."""
+    scalars = {}
+    for event_file in sorted(run_folder.glob("runs/*/events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(event_file), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            events = accumulator.Scalars(tag)
+            steps, values = scalars.get(tag, ([], []))
+            scalars[tag] = (steps + [e.step for e in events], values + [e.value for e in events])
+    return {tag: (np.array(steps), np.array(values)) for tag, (steps, values) in scalars.items()}
+
+
+def summarize(seed_runs):
+    """One table row's numbers from the runs of one implementation on one env."""
+    evals = [runs["eval/episodic_return"][1].mean() for runs in seed_runs if "eval/episodic_return" in runs]
+    last_train = [
+        runs["charts/episodic_return"][1][-10:].mean() for runs in seed_runs if "charts/episodic_return" in runs
+    ]
+    sps = [runs["charts/SPS"][1][-1] for runs in seed_runs if "charts/SPS" in runs]
+    return {
+        "eval_mean": np.mean(evals) if evals else float("nan"),
+        "eval_std": np.std(evals) if evals else float("nan"),
+        "last10": np.mean(last_train) if last_train else float("nan"),
+        "sps": np.mean(sps) if sps else float("nan"),
+        "seeds": len(seed_runs),
+        "per_seed_eval": evals,
+    }
+
+
+def curve(seed_runs, num_points=100):
+    """Episodic return on a common grid of env steps: per seed, a 10-episode running mean
+    interpolated onto the grid; returns (grid, mean, std) over seeds."""
+    series = [runs["charts/episodic_return"] for runs in seed_runs if "charts/episodic_return" in runs]
+    end = min(steps.max() for steps, _ in series)
+    grid = np.linspace(0, end, num_points)
+    smoothed = []
+    for steps, values in series:
+        order = np.argsort(steps, kind="stable")
+        steps, values = steps[order], values[order]
+        running = np.convolve(values, np.ones(10), "full")[: len(values)] / np.minimum(
+            np.arange(1, len(values) + 1), 10
+        )
+        smoothed.append(np.interp(grid, steps, running))
+    smoothed = np.array(smoothed)
+    return grid, smoothed.mean(0), smoothed.std(0)
+
+
+def report(work, out):
+    """Write {env}.md and {env}.png for every env under work; return the markdown of all tables."""
+    out.mkdir(parents=True, exist_ok=True)
+    tables = []
+    for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
+        rows, figure = [], plt.figure(figsize=(6, 4))
+        for impl_folder in sorted(p for p in env_folder.iterdir() if p.is_dir()):
+            seed_runs = [read_scalars(seed) for seed in sorted(impl_folder.glob("seed*"))]
+            seed_runs = [runs for runs in seed_runs if runs]
+            if not seed_runs:
+                continue
+            s = summarize(seed_runs)
+            per_seed = ", ".join(f"{value:.1f}" for value in s["per_seed_eval"])
+            rows.append(
+                f"| {impl_folder.name} | {s['eval_mean']:.1f} +- {s['eval_std']:.1f} | {s['last10']:.1f} "
+                f"| {s['sps']:.0f} | {s['seeds']} | {per_seed} |"
+            )
+            if any("charts/episodic_return" in runs for runs in seed_runs):
+                grid, mean, std = curve(seed_runs)
+                (line,) = plt.plot(grid, mean, label=impl_folder.name)
+                plt.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+        plt.title(env_folder.name)
+        plt.xlabel("env steps")
+        plt.ylabel("episodic return")
+        plt.legend()
+        plt.tight_layout()
+        figure.savefig(out / f"{env_folder.name}.png", dpi=100)
+        plt.close(figure)
+        table = "\n".join(
+            [
+                f"### {env_folder.name}",
+                "",
+                "| implementation | eval mean +- std over seeds | last 10 training episodes | steps/s | seeds | eval per seed |",
+                "|-|-|-|-|-|-|",
+                *rows,
+                "",
+                f"![{env_folder.name}]({env_folder.name}.png)",
+                "",
+            ]
+        )
+        (out / f"{env_folder.name}.md").write_text(table)
+        tables.append(table)
+    return "\n".join(tables)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=REPO / "benchmarks" / "work")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    args = parser.parse_args()
+    print(report(args.work, args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Train an implementation over a grid of envs x seeds, in parallel, resuming where a grid stopped.
+
+IMPL is one of our scripts (trpo_discrete.py, trpo_continuous.py, ppo_continuous.py,
+ppo_atari.py, trpo_atari.py) or a reference: sb3:trpo (sb3-contrib) or sb3:ppo
+(stable-baselines3), both with the rl-baselines3-zoo hyperparameters (benchmarks/reference.py).
+Each run gets its own folder, {work}/{env}/{label}/seed{seed}/, holding command.txt, stdout.log
+and the TensorBoard logs under runs/; a run whose stdout.log ends with an evaluation is skipped.
+Jobs run with one torch thread each (two torch processes with default threads oversubscribe a
+2-core machine).
+
+    python benchmarks/run.py trpo_discrete.py --envs CartPole-v1 Acrobot-v1 --seeds 1 2 3
+    python benchmarks/run.py sb3:trpo --envs CartPole-v1 --seeds 1 2 3
+    python benchmarks/run.py trpo_continuous.py --envs HalfCheetah-v5 -- --total-timesteps 1000000
+"""
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EVAL_LINE = re.compile(r"^eval: mean return (-?[\d.]+)", re.MULTILINE)
+
+
+def label_of(impl):
+    """The name an implementation has in folders, tables and plots."""
+    return {"sb3:trpo": "sb3-contrib-trpo", "sb3:ppo": "sb3-ppo"}.get(impl, impl.removesuffix(".py"))
+
+
+def command_for(impl, env_id, seed, extra):
+    if impl.startswith("sb3:"):
+        script = [str(REPO / "benchmarks" / "reference.py"), f"--algo={impl[4:]}"]
+    else:
+        script = [str(REPO / impl)]
+    return [sys.executable, *script, f"--env-id={env_id}", f"--seed={seed}", *extra]
+
+
+def run_dir(work, env_id, impl, seed):
+    return Path(work) / env_id.replace("/", "-") / label_of(impl) / f"seed{seed}"
+
+
+def run_one(impl, env_id, seed, extra, work):
+    folder = run_dir(work, env_id, impl, seed)
+    log_path = folder / "stdout.log"
+    if log_path.exists() and EVAL_LINE.search(log_path.read_text()):
+        return folder, "skipped (done)"
+    folder.mkdir(parents=True, exist_ok=True)
+    command = command_for(impl, env_id, seed, extra)
+    (folder / "command.txt").write_text(shlex.join(command[1:]) + "\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with log_path.open("w") as log:
+        result = subprocess.run(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    return folder, f"exit {result.returncode}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], usage="%(prog)s IMPL --envs ... [-- FLAGS]")
+    parser.add_argument("impl", help="one of our scripts, or sb3:trpo / sb3:ppo")
+    parser.add_argument("--envs", nargs="+", required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--work", default=str(REPO / "benchmarks" / "work"))
+    # Everything after a lone "--" goes to every run unchanged.
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, extra = parser.parse_args(argv[:split]), argv[split + 1 :]
+    if not args.impl.startswith("sb3:") and not (REPO / args.impl).exists():
+        sys.exit(f"run.py: error: no script {args.impl!r} in {REPO}")
+
+    grid = [(env_id, seed) for env_id in args.envs for seed in args.seeds]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_one, args.impl, env_id, seed, extra, args.work) for env_id, seed in grid]
+        for future in futures:
+            folder, status = future.result()
+            log = (folder / "stdout.log").read_text() if (folder / "stdout.log").exists() else ""
+            match = EVAL_LINE.search(log)
+            print(f"{folder}: {status}, eval {match.group(1) if match else 'missing'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""benchmarks/run.py and benchmarks/report.py on a tiny grid they run themselves."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import report as report_module
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024", "--eval-episodes", "3"]
+
+
+@pytest.fixture(scope="module")
+def tiny_grid(tmp_path_factory):
+    work = tmp_path_factory.mktemp("work")
+    command = [sys.executable, str(REPO / "benchmarks" / "run.py"), "trpo_discrete.py", "--envs", "CartPole-v1"]
+    command += ["--seeds", "1", "2", "--work", str(work), "--", *TINY]
+    first = subprocess.run(command, capture_output=True, text=True, check=True)
+    again = subprocess.run(command, capture_output=True, text=True, check=True)
+    return work, first.stdout, again.stdout
+
+
+def test_runner_records_commands_and_resumes(tiny_grid):
+    work, first, again = tiny_grid
+    for seed in (1, 2):
+        folder = work / "CartPole-v1" / "trpo_discrete" / f"seed{seed}"
+        assert f"--seed={seed}" in (folder / "command.txt").read_text()
+        assert "eval: mean return" in (folder / "stdout.log").read_text()
+    assert first.count("exit 0") == 2
+    assert again.count("skipped (done)") == 2
+
+
+def test_report_table_matches_the_runs_and_writes_a_png(tiny_grid, tmp_path):
+    work, _, _ = tiny_grid
+    markdown = report_module.report(work, tmp_path)
+    rows = [line for line in markdown.splitlines() if line.startswith("| trpo_discrete |")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    eval_mean, eval_std = (float(x) for x in cells[1].split("+-"))
+    # The table's eval column is the mean over seeds of each run's printed evaluation mean.
+    printed = []
+    for seed in (1, 2):
+        log = (work / "CartPole-v1" / "trpo_discrete" / f"seed{seed}" / "stdout.log").read_text()
+        printed.append(float(re.search(r"^eval: mean return (-?[\d.]+)", log, re.MULTILINE).group(1)))
+    assert eval_mean == pytest.approx(np.mean(printed), abs=0.06)
+    assert eval_std == pytest.approx(np.std(printed), abs=0.06)
+    assert cells[4] == "2"
+    assert float(cells[3]) > 0  # steps per second
+    png = tmp_path / "CartPole-v1.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert (tmp_path / "CartPole-v1.md").read_text().startswith("### CartPole-v1")
