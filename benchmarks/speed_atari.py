@@ -1,10 +1,10 @@
-"""Steps per second of ppo_atari.py with each back end, against stable-baselines3 PPO.
-
-All three train the same Nature CNN on the same env with 8 envs x 128 steps, 4 epochs of 4
-minibatches; they run alternately, round after round, and the table shows medians and ratios.
+"""Steps per second on Atari: ppo_atari.py with each back end against stable-baselines3 PPO
+(the same Nature CNN, 8 envs x 128 steps, 4 epochs of 4 minibatches), and trpo_atari.py at its
+defaults with the same back end and env count. The runs alternate, round after round, and the
+table shows medians and ratios.
 
     pip install -r benchmarks/requirements.txt
-    python benchmarks/speed_ppo_atari.py --rounds 3
+    python benchmarks/speed_atari.py --rounds 2
 """
 
 import argparse
@@ -37,10 +37,19 @@ def main():
     commands = {
         "ppo_atari.py --backend ale": [*ours, "--backend=ale", f"--total-timesteps={args.total_timesteps}"],
         "ppo_atari.py --backend gymnasium": [*ours, "--backend=gymnasium", f"--total-timesteps={args.total_timesteps}"],
+        "trpo_atari.py --backend ale": [
+            sys.executable,
+            os.path.join(REPO, "trpo_atari.py"),
+            f"--env-id={args.env_id}",
+            "--eval-episodes=1",
+            f"--total-timesteps={2 * 8 * 1024}",  # two updates at its default batch
+        ],
         "stable-baselines3 PPO": [
             sys.executable,
-            os.path.join(REPO, "benchmarks", "sb3_ppo_atari.py"),
+            os.path.join(REPO, "benchmarks", "reference.py"),
+            "--algo=ppo",  # rl-zoo's Atari PPO settings, which are ppo_atari.py's defaults
             f"--env-id={args.env_id}",
+            "--eval-episodes=1",
             f"--total-timesteps={args.total_timesteps}",
         ],
     }
@@ -55,9 +64,9 @@ def main():
     print("|-|-|-|-|")
     for name, median in medians.items():
         print(f"| {name} | {median:.0f} | {results[name]} | {median / reference:.2f}x |")
-    print(
-        f"\nale / gymnasium back end: {medians['ppo_atari.py --backend ale'] / medians['ppo_atari.py --backend gymnasium']:.2f}x"
-    )
+    ppo_ale = medians["ppo_atari.py --backend ale"]
+    print(f"\nppo_atari.py, ale / gymnasium back end: {ppo_ale / medians['ppo_atari.py --backend gymnasium']:.2f}x")
+    print(f"trpo_atari.py / ppo_atari.py (ale): {medians['trpo_atari.py --backend ale'] / ppo_ale:.2f}x")
 
 
 if __name__ == "__main__":
