@@ -67,7 +67,7 @@ class Args:
     """the GAE lambda"""
     norm_adv: bool = True
     """if toggled, normalize the advantages over the batch"""
-    max_kl: float = 0.04
+    max_kl: float = 0.02
     """the trust region radius: the largest mean KL(old || new) a step may reach"""
     cg_iters: int = 10
     """conjugate gradient iterations"""
