@@ -1,7 +1,8 @@
 """Steps per second on Atari: ppo_atari.py with each back end against stable-baselines3 PPO
 (the same Nature CNN, 8 envs x 128 steps, 4 epochs of 4 minibatches), and trpo_atari.py at its
 defaults with the same back end and env count. The runs alternate, round after round, and the
-table shows medians and ratios.
+table shows medians and ratios, and the raw env throughput of each back end with random
+actions (what the env side alone allows).
 
     pip install -r benchmarks/requirements.txt
     python benchmarks/speed_atari.py --rounds 2
@@ -14,6 +15,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+
+import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,6 +27,21 @@ def sps(command, threads):
     with tempfile.TemporaryDirectory() as cwd:
         stdout = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
     return float(re.findall(r"sps +(\d+)", stdout)[-1])
+
+
+def random_action_sps(env_id, backend, seconds=15.0):
+    sys.path.insert(0, REPO)
+    import ppo_atari
+
+    envs = ppo_atari.make_envs(ppo_atari.Args(env_id=env_id, backend=backend), run_name="speed")
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.time()
+    while time.time() - start < seconds:
+        envs.step(rng.integers(envs.single_action_space.n, size=envs.num_envs))
+        steps += envs.num_envs
+    envs.close()
+    return steps / (time.time() - start)
 
 
 def main():
@@ -64,6 +83,8 @@ def main():
     print("|-|-|-|-|")
     for name, median in medians.items():
         print(f"| {name} | {median:.0f} | {results[name]} | {median / reference:.2f}x |")
+    ceilings = {backend: random_action_sps(args.env_id, backend) for backend in ("ale", "gymnasium")}
+    print(f"\nrandom actions, 8 envs: ale {ceilings['ale']:.0f} SPS, gymnasium {ceilings['gymnasium']:.0f} SPS")
     ppo_ale = medians["ppo_atari.py --backend ale"]
     print(f"\nppo_atari.py, ale / gymnasium back end: {ppo_ale / medians['ppo_atari.py --backend gymnasium']:.2f}x")
     print(f"trpo_atari.py / ppo_atari.py (ale): {medians['trpo_atari.py --backend ale'] / ppo_ale:.2f}x")
