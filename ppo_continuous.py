@@ -7,7 +7,6 @@ runs update_epochs passes of Adam over shuffled minibatches on
 with r = pi_theta(a|s) / pi_old(a|s), stopping early once the approximate KL passes target_kl.
 """
 
-import math
 import os
 import random
 import sys
@@ -178,26 +177,26 @@ class RunningMeanStd:
 
 
 def sample_action(actor, obs):
-    """Sample a = mean + std * noise and return (action, log pi(a|s)), summed over action dimensions.
+    """Sample a = mean + std * noise for each row of obs; returns a numpy array for the envs.
 
-    Written out rather than through torch.distributions.Normal, whose construction costs several
-    forward passes of this network at rollout batch sizes."""
+    Drawn in numpy rather than through torch.distributions.Normal, whose construction costs more
+    than this network's forward pass at a rollout step's batch size. The log-probs pi_old(a|s)
+    are computed after the rollout in one batched pass, since the policy does not change during it."""
     mean, log_std = actor(obs)
-    noise = torch.randn_like(mean)
-    log_prob = -0.5 * noise**2 - log_std - 0.5 * math.log(2 * math.pi)
-    return mean + log_std.exp() * noise, log_prob.sum(-1)
+    mean, std = mean.cpu().numpy(), log_std.exp().cpu().numpy()
+    return mean + std * np.random.standard_normal(mean.shape)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
-    """GAE over (num_steps, num_envs) tensors, all envs at once.
+    """GAE over (num_steps, num_envs) numpy arrays, all envs at once.
 
     Convention: dones[t] = 1 when transition t ended its episode (terminated or truncated), so
     s_{t+1} belongs to a new episode and is not bootstrapped from. A truncated transition already
     carries gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
     """
     num_steps = rewards.shape[0]
-    advantages = torch.zeros_like(rewards)
-    last_gae = torch.zeros_like(next_value)
+    advantages = np.zeros_like(rewards)
+    last_gae = np.zeros_like(next_value)
     for t in reversed(range(num_steps)):
         next_values = next_value if t == num_steps - 1 else values[t + 1]
         not_done = 1.0 - dones[t]
@@ -306,32 +305,38 @@ def main(args):
     action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
     actor = Actor(np.prod(obs_shape), np.prod(action_shape)).to(device)
     critic = Critic(np.prod(obs_shape)).to(device)
-    optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=args.learning_rate, eps=1e-5)
+    optimizer = torch.optim.Adam(
+        [*actor.parameters(), *critic.parameters()], lr=args.learning_rate, eps=1e-5, fused=True
+    )
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None
     discounted_return = np.zeros(args.num_envs)
 
-    def to_tensor(obs, update_stats=False):
+    def normalize(obs, update_stats=False):
         if obs_rms is not None:
             if update_stats:
                 obs_rms.update(obs)
             obs = obs_rms.normalize(obs)
-        return torch.as_tensor(obs, dtype=torch.float32, device=device)
+        return obs.astype(np.float32)
+
+    def to_tensor(array):
+        return torch.as_tensor(array, device=device)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; flattened the same way before the update.
-    observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, device=device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + action_shape, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+    # numpy during the rollout (a numpy write costs far less than a torch one at this size), moved
+    # to torch once per rollout.
+    observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
+    actions = np.zeros((args.num_steps, args.num_envs) + action_shape, dtype=np.float32)
+    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     global_step = 0
     start_time = time.time()
     recent_returns = deque(maxlen=20)
     envs.action_space.seed(args.seed)
     next_obs, _ = envs.reset(seed=args.seed)
-    next_obs = to_tensor(next_obs, update_stats=True)
+    next_obs = normalize(next_obs, update_stats=True)
 
     for iteration in range(1, args.num_iterations + 1):
         if args.anneal_lr:
@@ -339,13 +344,13 @@ def main(args):
         for step in range(args.num_steps):
             global_step += args.num_envs
             observations[step] = next_obs
-            with torch.no_grad():
-                action, logprobs[step] = sample_action(actor, next_obs)
-            actions[step] = action
+            with torch.inference_mode():
+                actions[step] = sample_action(actor, to_tensor(next_obs))
 
-            # Only the env sees the clipped action; the log-prob above is of the unclipped sample.
+            # Only the env sees the clipped action; the stored action (and so its log-prob) is the
+            # unclipped sample.
             next_obs, reward, terminations, truncations, infos = envs.step(
-                np.clip(action.cpu().numpy(), action_low, action_high)
+                np.clip(actions[step], action_low, action_high)
             )
             if return_rms is not None:
                 discounted_return = discounted_return * args.gamma + reward
@@ -356,12 +361,12 @@ def main(args):
             # stopped in, r + gamma * V(final obs); the transition then counts as done.
             truncated = truncations & ~terminations
             if truncated.any():
-                final_obs = to_tensor(np.stack(infos["final_obs"][truncated]))
-                with torch.no_grad():
-                    reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
-            rewards[step] = torch.as_tensor(reward, device=device)
-            dones[step] = torch.as_tensor(terminations | truncations, device=device)
-            next_obs = to_tensor(next_obs, update_stats=True)
+                final_obs = normalize(np.stack(infos["final_obs"][truncated]))
+                with torch.inference_mode():
+                    reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
+            rewards[step] = reward
+            dones[step] = terminations | truncations
+            next_obs = normalize(next_obs, update_stats=True)
 
             if "_episode" in infos:
                 for i in np.flatnonzero(infos["_episode"]):
@@ -371,13 +376,16 @@ def main(args):
 
         with torch.no_grad():
             # One batched pass for V(s_t) over the whole rollout: the critic is fixed until the update.
-            values = critic(observations)
-            next_value = critic(next_obs)
+            values = critic(to_tensor(observations)).cpu().numpy()
+            next_value = critic(to_tensor(next_obs)).cpu().numpy()
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
 
-        b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = flatten_steps_envs(
-            observations, actions, logprobs, advantages, returns, values
+        b_obs, b_actions, b_advantages, b_returns, b_values = flatten_steps_envs(
+            *map(to_tensor, (observations, actions, advantages, returns, values))
         )
+        # log pi_old(a|s): the actor as it was during the rollout, in one batched pass.
+        with torch.no_grad():
+            b_logprobs = actor.dist(b_obs).log_prob(b_actions).sum(-1)
 
         clip_fractions, approx_kls, skipped_steps = [], [], 0
         for _ in range(args.update_epochs):

@@ -399,19 +399,19 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
     return x
 
 
-def line_search(actor, objective_fn, kl_fn, full_step, max_kl, backtrack_iters, backtrack_coeff):
+def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_iters, backtrack_coeff):
     """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
-    mean KL is at most max_kl and whose objective beats the old one. On failure theta_old is restored.
+    mean KL is at most max_kl and whose objective beats old_objective = objective_fn() at theta_old.
+    On failure theta_old is restored.
 
     Returns (success, step_fraction, iterations, kl, actual_improvement); kl is NaN on failure.
     """
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
-        old_objective = objective_fn()
         for k in range(backtrack_iters):
             step_fraction = backtrack_coeff**k
             vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
-            improvement = (objective_fn() - old_objective).item()
+            improvement = objective_fn().item() - old_objective
             kl = kl_fn().item()
             # NaN fails both comparisons, so a non-finite trial step is never accepted.
             if kl <= max_kl and improvement > 0:
@@ -444,7 +444,7 @@ def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, cg_damping, cg_iters,
     if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
         return diagnostics
     success, step_fraction, iters, kl, actual_improvement = line_search(
-        actor, objective_fn, kl_fn, full_step, max_kl, backtrack_iters, backtrack_coeff
+        actor, objective_fn, kl_fn, full_step, objective.item(), max_kl, backtrack_iters, backtrack_coeff
     )
     diagnostics.update(
         kl=kl,
@@ -578,7 +578,7 @@ def main(args):
 
     actor = Actor(envs.single_action_space.n).to(device)
     critic = Critic().to(device)
-    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5, fused=True)
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None
     discounted_return = np.zeros(args.num_envs)
