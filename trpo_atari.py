@@ -297,6 +297,9 @@ class RunningMeanStd:
         self.count = 1e-4
 
     def update(self, batch):
+        # One NaN or inf (from a broken reward or observation) would poison the statistics for good.
+        if not np.isfinite(batch).all():
+            return
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
         delta = batch_mean - self.mean
         total = self.count + batch_count

@@ -165,6 +165,9 @@ class RunningMeanStd:
         self.count = 1e-4
 
     def update(self, batch):
+        # One NaN or inf (from a broken reward or observation) would poison the statistics for good.
+        if not np.isfinite(batch).all():
+            return
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
         delta = batch_mean - self.mean
         total = self.count + batch_count
@@ -545,13 +548,14 @@ def main(args):
                 value_loss = 0.5 * ((critic(b_obs[idx]) - b_returns[idx]) ** 2).mean()
                 # With finite weights a finite loss has finite gradients, so checking the loss is
                 # enough to keep a non-finite observation or return away from the weights.
-                if not math.isfinite(value_loss.item()):
+                loss_value = value_loss.item()
+                if not math.isfinite(loss_value):
                     skipped_value_steps += 1
                     continue
                 critic_optimizer.zero_grad()
                 value_loss.backward()
                 critic_optimizer.step()
-                value_losses.append(value_loss.item())
+                value_losses.append(loss_value)
 
         with torch.no_grad():
             entropy = actor.dist(b_obs).entropy().sum(-1).mean().item()

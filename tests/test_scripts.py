@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -131,3 +132,40 @@ def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     args = ppo_continuous.Args(env_id="Pendulum-v1", seed=1, total_timesteps=200_000)
     assert np.mean(ppo_continuous.main(args)) >= -300
+
+
+class NaNRewardAt300(gym.Wrapper):
+    """Returns a NaN reward at the 300th step of the env's life, as a broken reward function would."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        return obs, float("nan") if self.steps == 300 else reward, terminated, truncated, info
+
+
+gym.register("NaNRewardCartPole-v1", lambda: NaNRewardAt300(gym.make("CartPole-v1")))
+gym.register("NaNRewardPendulum-v1", lambda: NaNRewardAt300(gym.make("Pendulum-v1")))
+
+
+@pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous, ppo_continuous])
+def test_non_finite_reward_skips_that_update_and_training_goes_on(script, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    env_id = "NaNRewardCartPole-v1" if script is trpo_discrete else "NaNRewardPendulum-v1"
+    # 4 envs x 128 steps per rollout: every env's NaN lands in the third rollout.
+    args = script.Args(env_id=env_id, num_envs=4, num_steps=128, total_timesteps=4 * 128 * 6, eval_episodes=2)
+    args.save_model = True
+    script.main(args)
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("iter")]
+    assert len(progress) == 6
+    assert "non-finite" in progress[2]
+    # Nothing of the NaN outlives its rollout (running reward statistics included).
+    assert not any("non-finite" in line for line in progress[:2] + progress[3:]), progress
+    (model_path,) = glob.glob(str(tmp_path / "runs" / "*" / "*.model"))
+    checkpoint = torch.load(model_path, weights_only=False)
+    for network in ("actor", "critic"):
+        for name, value in checkpoint[network].items():
+            assert torch.isfinite(value).all(), f"{network}.{name}"
