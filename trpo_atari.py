@@ -159,7 +159,7 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireReset(gym.Wrapper):
-    """Press FIRE after every reset, for games that wait for it to start."""
+    """Press FIRE when a new game starts, for games that wait for it to start."""
 
     def reset(self, **kwargs):
         self.env.reset(**kwargs)
@@ -171,7 +171,7 @@ class FireReset(gym.Wrapper):
 
 def make_env(env_id, idx, capture_video, run_name):
     """The standard Atari stack: no-op reset (30), frame skip 4 with max-pool, life-loss
-    termination, fire on reset, reward clipping to {-1, 0, 1}, 84x84 grayscale, stack of 4."""
+    termination, FIRE when a game starts, reward clipping to {-1, 0, 1}, 84x84 grayscale, stack of 4."""
 
     def thunk():
         _, sticky = ale_game_and_sticky_actions(env_id)
@@ -184,9 +184,11 @@ def make_env(env_id, idx, capture_video, run_name):
         env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
         # Below the life and reward wrappers, so it records whole games with unclipped scores.
         env = gym.wrappers.RecordEpisodeStatistics(env)
-        env = EpisodicLife(env)
+        # Below EpisodicLife, so FIRE is pressed when a game starts but not after a lost life: the
+        # ale back end (use_fire_reset) does the same, and the agent learns to serve again itself.
         if "FIRE" in env.unwrapped.get_action_meanings():
             env = FireReset(env)
+        env = EpisodicLife(env)
         env = gym.wrappers.TransformReward(env, np.sign)
         return gym.wrappers.FrameStackObservation(env, 4)
 

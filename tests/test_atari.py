@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ppo_atari
+import trpo_atari
 from tests.test_scripts import eval_mean, run_script
 
 TINY_ATARI = [
@@ -58,6 +59,17 @@ def test_life_loss_terminates_but_game_score_spans_all_lives(backend):
         assert game_return == reward_sum > 0
     else:  # the learner sees clipped rewards; the score (unclipped) is at least their sum
         assert game_return >= reward_sum > 0
+
+
+@pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
+@pytest.mark.parametrize("backend", ["ale", "gymnasium"])
+def test_both_back_ends_serve_at_game_start_but_not_after_a_lost_life(script, backend):
+    envs = script.make_envs(script.Args(backend=backend, num_envs=1), run_name="test")
+    envs.reset(seed=3)
+    # NOOP only: the ball served at the start is lost; after that nothing serves it again.
+    terminations = sum(int(envs.step(np.zeros(1, dtype=np.int64))[2][0]) for _ in range(1_000))
+    envs.close()
+    assert terminations == 1
 
 
 @pytest.mark.parametrize("script", ["ppo_atari.py", "trpo_atari.py"])
