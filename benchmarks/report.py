@@ -82,8 +82,12 @@ def report(work, out):
                 continue
             s = summarize(seed_runs)
             per_seed = ", ".join(f"{value:.1f}" for value in s["per_seed_eval"])
+            # A run stopped before its end has no final evaluation, only training episodes.
+            evaluation = (
+                f"{s['eval_mean']:.1f} +- {s['eval_std']:.1f}" if s["per_seed_eval"] else "none (stopped early)"
+            )
             rows.append(
-                f"| {impl_folder.name} | {s['eval_mean']:.1f} +- {s['eval_std']:.1f} | {s['last10']:.1f} "
+                f"| {impl_folder.name} | {evaluation} | {s['last10']:.1f} "
                 f"| {s['sps']:.0f} | {s['seeds']} | {per_seed} |"
             )
             if any("charts/episodic_return" in runs for runs in seed_runs):

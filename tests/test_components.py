@@ -12,6 +12,7 @@ from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
 import ppo_continuous
+import trpo_atari
 import trpo_continuous
 import trpo_discrete
 
@@ -65,29 +66,35 @@ def gaussian_mean_kl(old, new):
 
 @pytest.mark.parametrize(
     ("script", "mean_kl_of_outputs"),
-    [(trpo_discrete, categorical_mean_kl), (trpo_continuous, gaussian_mean_kl)],
-    ids=["categorical", "gaussian"],
+    [(trpo_discrete, categorical_mean_kl), (trpo_continuous, gaussian_mean_kl), (trpo_atari, categorical_mean_kl)],
+    ids=["categorical", "gaussian", "atari-gauss-newton"],
 )
 def test_fvp_matches_explicit_fisher(script, mean_kl_of_outputs):
-    actor = script.Actor(3, 2)
+    actor = script.Actor(2) if script is trpo_atari else script.Actor(3, 2)
     # A narrower body keeps the explicit Hessian small; the product only sees named parameters.
     small_body = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
-    if script is trpo_discrete:
-        actor.net = small_body
-    else:
+    if script is trpo_continuous:
         actor.mean = small_body
-    actor = actor.double()
+    else:
+        actor.net = small_body
+    # trpo_atari's actor casts its (uint8 frame) input to float32, so it is checked in float32.
+    dtype, tolerances = (
+        (torch.float32, {"rtol": 1e-4, "atol": 1e-6})
+        if script is trpo_atari
+        else (torch.float64, {"rtol": 1e-8, "atol": 1e-10})
+    )
+    actor = actor.to(dtype)
     with torch.no_grad():  # move away from the zero-initialised output layer and log-std
         for p in actor.parameters():
             p.add_(0.3 * torch.randn_like(p))
-    obs = torch.randn(16, 3, dtype=torch.float64)
+    obs = torch.randn(16, 3, dtype=dtype) * (255.0 if script is trpo_atari else 1.0)  # trpo_atari divides by 255
     fisher = explicit_kl_hessian(actor, obs, mean_kl_of_outputs)
     fisher_vector_product = script.fisher_vector_product_fn(actor, obs)
     for _ in range(3):
-        v = torch.randn(fisher.shape[0], dtype=torch.float64)
-        torch.testing.assert_close(fisher_vector_product(v), fisher @ v, rtol=1e-8, atol=1e-10)
+        v = torch.randn(fisher.shape[0], dtype=dtype)
+        torch.testing.assert_close(fisher_vector_product(v), fisher @ v, **tolerances)
     # The Fisher matrix is positive semi-definite and not zero.
-    assert torch.linalg.eigvalsh(fisher).min() > -1e-10
+    assert torch.linalg.eigvalsh(fisher.double()).min() > -10 * tolerances["atol"]
     assert fisher.abs().max() > 1e-3
 
 
