@@ -78,10 +78,10 @@ def test_fvp_matches_explicit_fisher(script, mean_kl_of_outputs):
     else:
         actor.net = small_body
     # trpo_atari's actor casts its (uint8 frame) input to float32, so it is checked in float32.
-    dtype, tolerances = (
-        (torch.float32, {"rtol": 1e-4, "atol": 1e-6})
+    dtype, tolerances, min_eigenvalue = (
+        (torch.float32, {"rtol": 1e-4, "atol": 1e-6}, -1e-5)
         if script is trpo_atari
-        else (torch.float64, {"rtol": 1e-8, "atol": 1e-10})
+        else (torch.float64, {"rtol": 1e-8, "atol": 1e-10}, -1e-10)
     )
     actor = actor.to(dtype)
     with torch.no_grad():  # move away from the zero-initialised output layer and log-std
@@ -94,7 +94,7 @@ def test_fvp_matches_explicit_fisher(script, mean_kl_of_outputs):
         v = torch.randn(fisher.shape[0], dtype=dtype)
         torch.testing.assert_close(fisher_vector_product(v), fisher @ v, **tolerances)
     # The Fisher matrix is positive semi-definite and not zero.
-    assert torch.linalg.eigvalsh(fisher.double()).min() > -10 * tolerances["atol"]
+    assert torch.linalg.eigvalsh(fisher.double()).min() > min_eigenvalue
     assert fisher.abs().max() > 1e-3
 
 
