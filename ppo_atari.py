@@ -7,9 +7,11 @@ Two environment back ends give the learner the same thing, uint8 observations (n
   gymnasium  the standard wrapper stack, written below, in a gymnasium vector env.
 A life loss ends the bootstrapped return (terminated) but not the game; charts/episodic_return
 is the unclipped score of a whole game.
+A 10M-frame run takes hours on a CPU: --checkpoint-every N and --resume PATH split it over sessions.
 """
 
 import os
+import pickle
 import random
 import re
 import sys
@@ -27,6 +29,9 @@ from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 gym.register_envs(ale_py)
+
+# Resuming with other values of these would not continue the same training run.
+RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps")
 
 
 @dataclass
@@ -49,6 +54,10 @@ class Args:
     """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end)"""
     save_model: bool = False
     """if toggled, save the network to runs/{run_name}/{exp_name}.model"""
+    checkpoint_every: int = 0
+    """if positive, save all a resumed run needs to runs/{run_name}/checkpoint.pt every this many updates"""
+    resume: str | None = None
+    """a checkpoint.pt to continue training from (same env_id, num_envs, num_steps)"""
 
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of an Atari env: {Game}NoFrameskip-v4 (no sticky actions) or ALE/{Game}-v5 (sticky actions)"""
@@ -288,6 +297,12 @@ def flatten_steps_envs(*tensors):
     return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
 
 
+def save_atomically(state, path):
+    """torch.save to a temporary file, then rename: a run killed while saving keeps its last checkpoint."""
+    torch.save(state, f"{path}.tmp")
+    os.replace(f"{path}.tmp", path)
+
+
 def evaluate(checkpoint, args, device, epsilon=0.05):
     """Whole games with a fresh network loaded from a checkpoint, through the gymnasium stack.
 
@@ -325,7 +340,23 @@ def check_args(args):
         return "target_kl must be positive"
     if args.total_timesteps < args.num_envs * args.num_steps:
         return "total_timesteps must be at least num_envs * num_steps"
+    if args.checkpoint_every < 0:
+        return "checkpoint_every must be at least 0"
     return None
+
+
+def load_training_state(path, args):
+    """Return (the training state saved at path, None), or (None, why this run cannot resume from it)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        return None, f"cannot read checkpoint {path!r} ({type(e).__name__})"
+    if not isinstance(state, dict) or "iteration" not in state:
+        return None, f"{path!r} is not a checkpoint.pt saved with --checkpoint-every"
+    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
+    if changed:
+        return None, f"{path!r} was saved with other {', '.join(changed)}"
+    return state, None
 
 
 def main(args):
@@ -336,7 +367,13 @@ def main(args):
     args.batch_size = args.num_envs * args.num_steps
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    resumed = None
+    if args.resume is not None:
+        resumed, error = load_training_state(args.resume, args)
+        if error:
+            sys.exit(f"{script}: error: {error}")
+    # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
+    run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
     try:
         envs = make_envs(args, run_name)
@@ -356,7 +393,8 @@ def main(args):
             name=run_name,
             save_code=True,
         )
-    writer = SummaryWriter(f"runs/{run_name}")
+    # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
@@ -370,6 +408,15 @@ def main(args):
 
     agent = Agent(envs.single_action_space.n).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    start_iteration, global_step = 1, 0
+    if resumed is not None:  # the envs are not saved: a resumed run starts new games
+        agent.load_state_dict(resumed["agent"])
+        optimizer.load_state_dict(resumed["optimizer"])
+        start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
+        python_rng, numpy_rng, torch_rng = resumed["rng"]
+        random.setstate(python_rng)
+        np.random.set_state(numpy_rng)
+        torch.set_rng_state(torch_rng)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -380,8 +427,7 @@ def main(args):
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
     values = torch.zeros((args.num_steps, args.num_envs), device=device)
 
-    global_step = 0
-    start_time = time.time()
+    start_step, start_time = global_step, time.time()
     recent_returns = deque(maxlen=20)
     envs.action_space.seed(args.seed)
     next_obs, infos = envs.reset(seed=args.seed)
@@ -389,7 +435,7 @@ def main(args):
         scores.lives = infos["lives"]
     next_obs = torch.as_tensor(next_obs, device=device)
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(start_iteration, args.num_iterations + 1):
         if args.anneal_lr:
             optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
 
@@ -469,7 +515,7 @@ def main(args):
 
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
-        sps = int(global_step / (time.time() - start_time))
+        sps = int((global_step - start_step) / (time.time() - start_time))
         writer.add_scalar("charts/SPS", sps, global_step)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
@@ -485,6 +531,17 @@ def main(args):
             f"kl {np.mean(approx_kls):.4f} clipfrac {np.mean(clip_fractions):.3f}"
             + (f" [non-finite: {skipped_steps} steps skipped]" if skipped_steps else "")
         )
+        if args.checkpoint_every and iteration % args.checkpoint_every == 0:
+            training_state = {
+                "agent": agent.state_dict(),
+                "args": vars(args),
+                "optimizer": optimizer.state_dict(),
+                "run_name": run_name,
+                "iteration": iteration,
+                "global_step": global_step,
+                "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state()),
+            }
+            save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
 
     checkpoint = {"agent": agent.state_dict(), "args": vars(args)}
     if args.save_model:

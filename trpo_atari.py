@@ -12,9 +12,11 @@ iteration:
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
   3. fits a separate value network (its own CNN, so a critic update can never move the policy).
 Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
+A 10M-frame run takes hours on a CPU: --checkpoint-every N and --resume PATH split it over sessions.
 """
 
 import os
+import pickle
 import random
 import re
 import sys
@@ -39,6 +41,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 gym.register_envs(ale_py)
 
+# Resuming with other values of these would not continue the same training run.
+RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps", "norm_reward")
+
 
 @dataclass
 class Args:
@@ -60,6 +65,10 @@ class Args:
     """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end)"""
     save_model: bool = False
     """if toggled, save the networks and reward statistics to runs/{run_name}/{exp_name}.model"""
+    checkpoint_every: int = 0
+    """if positive, save all a resumed run needs to runs/{run_name}/checkpoint.pt every this many updates"""
+    resume: str | None = None
+    """a checkpoint.pt to continue training from (same env_id, num_envs, num_steps, norm_reward)"""
 
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of an Atari env: {Game}NoFrameskip-v4 (no sticky actions) or ALE/{Game}-v5 (sticky actions)"""
@@ -313,6 +322,9 @@ class RunningMeanStd:
     def state_dict(self):
         return {"mean": torch.as_tensor(self.mean), "var": torch.as_tensor(self.var), "count": self.count}
 
+    def load_state_dict(self, state):
+        self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
+
 
 def sample_action(actor, obs):
     """Sample a ~ pi(.|s) by inverse CDF and return (action, log pi(a|s)).
@@ -503,6 +515,22 @@ def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
     return (np.mean(losses) if losses else float("nan")), skipped
 
 
+def model_state(actor, critic, return_rms, args):
+    """What --save-model writes and evaluate reads."""
+    return {
+        "actor": actor.state_dict(),
+        "critic": critic.state_dict(),
+        "return_rms": return_rms.state_dict() if return_rms is not None else None,
+        "args": vars(args),
+    }
+
+
+def save_atomically(state, path):
+    """torch.save to a temporary file, then rename: a run killed while saving keeps its last checkpoint."""
+    torch.save(state, f"{path}.tmp")
+    os.replace(f"{path}.tmp", path)
+
+
 def evaluate(checkpoint, args, device, epsilon=0.05):
     """Whole games with a fresh actor loaded from a checkpoint, through the gymnasium stack.
 
@@ -539,7 +567,23 @@ def check_args(args):
         return "fvp_subsample must be in (0, 1]"
     if args.total_timesteps < args.num_envs * args.num_steps:
         return "total_timesteps must be at least num_envs * num_steps"
+    if args.checkpoint_every < 0:
+        return "checkpoint_every must be at least 0"
     return None
+
+
+def load_training_state(path, args):
+    """Return (the training state saved at path, None), or (None, why this run cannot resume from it)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        return None, f"cannot read checkpoint {path!r} ({type(e).__name__})"
+    if not isinstance(state, dict) or "iteration" not in state:
+        return None, f"{path!r} is not a checkpoint.pt saved with --checkpoint-every"
+    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
+    if changed:
+        return None, f"{path!r} was saved with other {', '.join(changed)}"
+    return state, None
 
 
 def main(args):
@@ -549,7 +593,13 @@ def main(args):
         sys.exit(f"{script}: error: {error}")
     args.batch_size = args.num_envs * args.num_steps
     args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    resumed = None
+    if args.resume is not None:
+        resumed, error = load_training_state(args.resume, args)
+        if error:
+            sys.exit(f"{script}: error: {error}")
+    # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
+    run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
     try:
         envs = make_envs(args, run_name)
@@ -569,7 +619,8 @@ def main(args):
             name=run_name,
             save_code=True,
         )
-    writer = SummaryWriter(f"runs/{run_name}")
+    # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
@@ -588,6 +639,19 @@ def main(args):
     return_rms = RunningMeanStd(()) if args.norm_reward else None
     discounted_return = np.zeros(args.num_envs)
     max_kl, damping, ent_coef, consecutive_failures = args.max_kl, args.cg_damping, args.ent_coef, 0
+    start_iteration, global_step = 1, 0
+    if resumed is not None:  # the envs are not saved: a resumed run starts new games
+        actor.load_state_dict(resumed["actor"])
+        critic.load_state_dict(resumed["critic"])
+        critic_optimizer.load_state_dict(resumed["critic_optimizer"])
+        if return_rms is not None:
+            return_rms.load_state_dict(resumed["return_rms"])
+        max_kl, damping, ent_coef, consecutive_failures = resumed["trust_region"]
+        start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
+        python_rng, numpy_rng, torch_rng = resumed["rng"]
+        random.setstate(python_rng)
+        np.random.set_state(numpy_rng)
+        torch.set_rng_state(torch_rng)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -597,8 +661,7 @@ def main(args):
     rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
 
-    global_step = 0
-    start_time = time.time()
+    start_step, start_time = global_step, time.time()
     recent_returns = deque(maxlen=20)
     recent_successes = deque(maxlen=20)
     envs.action_space.seed(args.seed)
@@ -607,7 +670,7 @@ def main(args):
         scores.lives = infos["lives"]
     next_obs = torch.as_tensor(next_obs, device=device)
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(start_iteration, args.num_iterations + 1):
         for step in range(args.num_steps):
             global_step += args.num_envs
             observations[step] = next_obs
@@ -682,7 +745,7 @@ def main(args):
             entropy = Categorical(logits=old_logits).entropy().mean().item()
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
-        sps = int(global_step / (time.time() - start_time))
+        sps = int((global_step - start_step) / (time.time() - start_time))
         writer.add_scalar("charts/SPS", sps, global_step)
         writer.add_scalar("losses/value_loss", value_loss, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -698,13 +761,19 @@ def main(args):
             f"kl {diagnostics['kl']:.4f}/{max_kl:.4f}"
             + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
         )
+        if args.checkpoint_every and iteration % args.checkpoint_every == 0:
+            training_state = {
+                **model_state(actor, critic, return_rms, args),
+                "critic_optimizer": critic_optimizer.state_dict(),
+                "run_name": run_name,
+                "iteration": iteration,
+                "global_step": global_step,
+                "trust_region": (max_kl, damping, ent_coef, consecutive_failures),
+                "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state()),
+            }
+            save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
 
-    checkpoint = {
-        "actor": actor.state_dict(),
-        "critic": critic.state_dict(),
-        "return_rms": return_rms.state_dict() if return_rms is not None else None,
-        "args": vars(args),
-    }
+    checkpoint = model_state(actor, critic, return_rms, args)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.model"
         torch.save(checkpoint, model_path)

@@ -22,10 +22,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def read_scalars(run_folder):
-    """{tag: (steps, values)} from every event file of one run."""
+    """{tag: (steps, values)} from the TensorBoard logs of one run.
+
+    Each log folder is read as a whole, so the events a resumed run purged (those its interrupted
+    part logged after the checkpoint) are dropped, as TensorBoard itself does."""
     scalars = {}
-    for event_file in sorted(run_folder.glob("runs/*/events.out.tfevents.*")):
-        accumulator = EventAccumulator(str(event_file), size_guidance={"scalars": 0})
+    # runs/{run_name}/, nested one level deeper for ALE/... env ids.
+    for log_folder in sorted({path.parent for path in run_folder.glob("runs/**/events.out.tfevents.*")}):
+        accumulator = EventAccumulator(str(log_folder), size_guidance={"scalars": 0})
         accumulator.Reload()
         for tag in accumulator.Tags()["scalars"]:
             events = accumulator.Scalars(tag)

@@ -5,12 +5,15 @@ ppo_atari.py, trpo_atari.py) or a reference: sb3:trpo (sb3-contrib) or sb3:ppo
 (stable-baselines3), both with the rl-baselines3-zoo hyperparameters (benchmarks/reference.py).
 Each run gets its own folder, {work}/{env}/{label}/seed{seed}/, holding command.txt, stdout.log
 and the TensorBoard logs under runs/; a run whose stdout.log ends with an evaluation is skipped.
+A run that stopped early continues from its runs/**/checkpoint.pt if it saved one (the Atari
+scripts with --checkpoint-every): the command gets --resume; command.txt and stdout.log are appended to.
 Jobs run with one torch thread each (two torch processes with default threads oversubscribe a
 2-core machine).
 
     python benchmarks/run.py trpo_discrete.py --envs CartPole-v1 Acrobot-v1 --seeds 1 2 3
     python benchmarks/run.py sb3:trpo --envs CartPole-v1 --seeds 1 2 3
     python benchmarks/run.py trpo_continuous.py --envs HalfCheetah-v5 -- --total-timesteps 1000000
+    python benchmarks/run.py trpo_atari.py --envs BreakoutNoFrameskip-v4 --seeds 1 -- --checkpoint-every 10
 """
 
 import argparse
@@ -50,9 +53,14 @@ def run_one(impl, env_id, seed, extra, work):
         return folder, "skipped (done)"
     folder.mkdir(parents=True, exist_ok=True)
     command = command_for(impl, env_id, seed, extra)
-    (folder / "command.txt").write_text(shlex.join(command[1:]) + "\n")
+    checkpoints = sorted(folder.glob("runs/**/checkpoint.pt"))
+    if checkpoints:
+        command.append(f"--resume={checkpoints[-1].relative_to(folder)}")
+    mode = "a" if checkpoints else "w"
+    with (folder / "command.txt").open(mode) as command_file:
+        command_file.write(shlex.join(command[1:]) + "\n")
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    with log_path.open("w") as log:
+    with log_path.open(mode) as log:
         result = subprocess.run(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     return folder, f"exit {result.returncode}"
 

@@ -4,9 +4,11 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 import ppo_atari
 import trpo_atari
+from benchmarks.report import read_scalars
 from tests.test_scripts import eval_mean, run_script
 
 TINY_ATARI = [
@@ -103,6 +105,8 @@ def test_atari_save_model_and_capture_video(script, tmp_path):
         ("trpo_atari.py", ["--num-steps", "0"], "num_steps"),
         ("trpo_atari.py", ["--max-kl", "0"], "max_kl"),
         ("trpo_atari.py", ["--fvp-subsample", "0"], "fvp_subsample"),
+        ("trpo_atari.py", ["--checkpoint-every", "-1"], "checkpoint_every"),
+        ("trpo_atari.py", ["--resume", "missing.pt"], "missing.pt"),
     ],
 )
 def test_atari_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
@@ -111,3 +115,46 @@ def test_atari_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert lines[0].startswith(f"{script}: error:") and mentions in lines[0]
+
+
+@pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
+def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    is_trpo = script is trpo_atari
+    networks = ("actor", "critic") if is_trpo else ("agent",)
+
+    def run(total_timesteps, resume=None):
+        args = script.Args(num_envs=2, num_steps=32, total_timesteps=total_timesteps, eval_episodes=1)
+        if is_trpo:
+            args.vf_epochs, args.vf_minibatches = 1, 2
+        else:
+            args.update_epochs, args.num_minibatches = 1, 2
+        args.checkpoint_every, args.save_model, args.resume = 2, True, resume
+        script.main(args)
+
+    run(total_timesteps=192)  # 3 updates; the checkpoint is taken after the 2nd
+    (run_folder,) = (tmp_path / "runs").iterdir()
+    saved = torch.load(run_folder / "checkpoint.pt", weights_only=False)
+    assert (saved["iteration"], saved["global_step"]) == (2, 128)
+    torch.save(saved, tmp_path / "at_2.pt")
+
+    # Nothing left to train: the model written at the end is the checkpoint's, weight for weight.
+    run(total_timesteps=128, resume=str(tmp_path / "at_2.pt"))
+    model = torch.load(run_folder / f"{script.__name__}.model")
+    for network in networks:
+        for name, weight in saved[network].items():
+            assert torch.equal(model[network][name], weight), (network, name)
+
+    # Update 3 again, in the same log folder: what the interrupted run logged for update 3 is
+    # purged, and the schedules go on from where the checkpoint left them.
+    run(total_timesteps=192, resume=str(tmp_path / "at_2.pt"))
+    assert list((tmp_path / "runs").iterdir()) == [run_folder]
+    scalars = read_scalars(tmp_path)
+    assert list(scalars["charts/SPS"][0]) == [64, 128, 192]
+    if is_trpo:
+        assert saved["trust_region"] == pytest.approx((0.01, 0.1, 0.01 * 0.995**2, 0))
+        assert scalars["trpo/ent_coef"][1][-1] == pytest.approx(0.01 * 0.995**2)
+        final = torch.load(run_folder / "trpo_atari.model")
+        assert final["return_rms"]["count"] > saved["return_rms"]["count"]  # statistics keep counting
+    else:
+        assert scalars["charts/learning_rate"][1][-1] == pytest.approx(2.5e-4 / 3)  # annealed at update 3 of 3

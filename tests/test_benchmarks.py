@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks import report as report_module
+from benchmarks import run as run_module
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024", "--eval-episodes", "3"]
@@ -53,3 +54,26 @@ def test_report_table_matches_the_runs_and_writes_a_png(tiny_grid, tmp_path):
     png = tmp_path / "CartPole-v1.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert (tmp_path / "CartPole-v1.md").read_text().startswith("### CartPole-v1")
+
+
+def test_runner_continues_a_stopped_run_from_its_checkpoint(tmp_path, monkeypatch):
+    folder = run_module.run_dir(tmp_path, "BreakoutNoFrameskip-v4", "trpo_atari.py", 1)
+    (folder / "runs" / "the_run").mkdir(parents=True)
+    (folder / "runs" / "the_run" / "checkpoint.pt").touch()
+    (folder / "command.txt").write_text("first command\n")
+    (folder / "stdout.log").write_text("iter 1/9\n")  # stopped before its evaluation
+    commands = []
+
+    def fake_run(command, cwd, stdout, **kwargs):
+        commands.append(command)
+        stdout.write("iter 2/9\neval: mean return 1.00 +- 0.00 over 1 games\n")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(run_module.subprocess, "run", fake_run)
+    run_module.run_one("trpo_atari.py", "BreakoutNoFrameskip-v4", 1, ["--checkpoint-every", "10"], tmp_path)
+    assert commands[0][-1] == "--resume=runs/the_run/checkpoint.pt"
+    assert (folder / "command.txt").read_text().splitlines()[0] == "first command"
+    assert (folder / "command.txt").read_text().splitlines()[1].endswith("--resume=runs/the_run/checkpoint.pt")
+    assert (folder / "stdout.log").read_text().startswith("iter 1/9\niter 2/9\neval:")
+    # Finished now: a second call skips it.
+    assert run_module.run_one("trpo_atari.py", "BreakoutNoFrameskip-v4", 1, [], tmp_path)[1] == "skipped (done)"
