@@ -91,6 +91,8 @@ class Args:
     """if toggled, normalize observations by their running mean and std"""
     eval_episodes: int = 10
     """deterministic evaluation episodes after training"""
+    success_threshold: float | None = None
+    """if set, the evaluation also reports the share of episodes whose return reaches it (MountainCar-v0: -150)"""
 
     batch_size: int = 0
     """the batch size, num_envs * num_steps (computed at runtime)"""
@@ -563,9 +565,14 @@ def main(args):
     eval_returns = evaluate(checkpoint, args.env_id, args.eval_episodes, args.seed + 10_000, device)
     for i, episodic_return in enumerate(eval_returns):
         writer.add_scalar("eval/episodic_return", episodic_return, i)
-    print(
+    summary = (
         f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} episodes"
     )
+    if args.success_threshold is not None:
+        success_rate = np.mean(np.array(eval_returns) >= args.success_threshold)
+        writer.add_scalar("eval/success_rate", success_rate, 0)
+        summary += f", success rate {success_rate:.0%} (return >= {args.success_threshold:g})"
+    print(summary)
 
     if args.track and args.capture_video:
         for video in sorted(os.listdir(f"videos/{run_name}")):

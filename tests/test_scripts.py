@@ -14,6 +14,7 @@ import torch
 import ppo_continuous
 import trpo_continuous
 import trpo_discrete
+from benchmarks.report import read_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--eval-episodes", "2"]
@@ -120,6 +121,16 @@ def test_trpo_discrete_solves_cartpole_within_100k_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     eval_returns = trpo_discrete.main(trpo_discrete.Args(env_id="CartPole-v1", seed=1, total_timesteps=100_000))
     assert np.mean(eval_returns) >= 475
+
+
+def test_evaluation_reports_the_share_of_episodes_that_reach_the_success_threshold(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(trpo_discrete, "evaluate", lambda *args: [-200.0, -150.0, -149.0, -120.0, -180.0])
+    args = trpo_discrete.Args(env_id="MountainCar-v0", num_envs=2, num_steps=128, total_timesteps=256)
+    args.success_threshold = -150.0
+    trpo_discrete.main(args)
+    assert re.search(r"^eval: .*, success rate 60% \(return >= -150\)$", capsys.readouterr().out, re.MULTILINE)
+    assert read_scalars(tmp_path)["eval/success_rate"][1] == pytest.approx([0.6])
 
 
 def test_trpo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
