@@ -13,7 +13,8 @@ Jobs run with one torch thread each (two torch processes with default threads ov
     python benchmarks/run.py trpo_discrete.py --envs CartPole-v1 Acrobot-v1 --seeds 1 2 3
     python benchmarks/run.py sb3:trpo --envs CartPole-v1 --seeds 1 2 3
     python benchmarks/run.py trpo_continuous.py --envs HalfCheetah-v5 -- --total-timesteps 1000000
-    python benchmarks/run.py trpo_atari.py --envs BreakoutNoFrameskip-v4 --seeds 1 -- --checkpoint-every 10
+    python benchmarks/run.py trpo_atari.py --envs BreakoutNoFrameskip-v4 --seeds 1 --label trpo_atari_kl0.02 -- --max-kl 0.02
+    python benchmarks/run.py ppo_atari.py --envs PongNoFrameskip-v4 --seeds 1 -- --checkpoint-every 20
 """
 
 import argparse
@@ -42,12 +43,12 @@ def command_for(impl, env_id, seed, extra):
     return [sys.executable, *script, f"--env-id={env_id}", f"--seed={seed}", *extra]
 
 
-def run_dir(work, env_id, impl, seed):
-    return Path(work) / env_id.replace("/", "-") / label_of(impl) / f"seed{seed}"
+def run_dir(work, env_id, label, seed):
+    return Path(work) / env_id.replace("/", "-") / label / f"seed{seed}"
 
 
-def run_one(impl, env_id, seed, extra, work):
-    folder = run_dir(work, env_id, impl, seed)
+def run_one(impl, env_id, seed, extra, work, label):
+    folder = run_dir(work, env_id, label, seed)
     log_path = folder / "stdout.log"
     if log_path.exists() and EVAL_LINE.search(log_path.read_text()):
         return folder, "skipped (done)"
@@ -72,6 +73,7 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--work", default=str(REPO / "benchmarks" / "work"))
+    parser.add_argument("--label", help="the runs' folder and name in the report (default: from IMPL)")
     # Everything after a lone "--" goes to every run unchanged.
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
@@ -79,9 +81,10 @@ def main():
     if not args.impl.startswith("sb3:") and not (REPO / args.impl).exists():
         sys.exit(f"run.py: error: no script {args.impl!r} in {REPO}")
 
+    label = args.label or label_of(args.impl)
     grid = [(env_id, seed) for env_id in args.envs for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_one, args.impl, env_id, seed, extra, args.work) for env_id, seed in grid]
+        futures = [pool.submit(run_one, args.impl, env_id, seed, extra, args.work, label) for env_id, seed in grid]
         for future in futures:
             folder, status = future.result()
             log = (folder / "stdout.log").read_text() if (folder / "stdout.log").exists() else ""

@@ -57,7 +57,7 @@ def test_report_table_matches_the_runs_and_writes_a_png(tiny_grid, tmp_path):
 
 
 def test_runner_continues_a_stopped_run_from_its_checkpoint(tmp_path, monkeypatch):
-    folder = run_module.run_dir(tmp_path, "BreakoutNoFrameskip-v4", "trpo_atari.py", 1)
+    folder = run_module.run_dir(tmp_path, "BreakoutNoFrameskip-v4", "trpo_atari_long", 1)
     (folder / "runs" / "the_run").mkdir(parents=True)
     (folder / "runs" / "the_run" / "checkpoint.pt").touch()
     (folder / "command.txt").write_text("first command\n")
@@ -70,10 +70,15 @@ def test_runner_continues_a_stopped_run_from_its_checkpoint(tmp_path, monkeypatc
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(run_module.subprocess, "run", fake_run)
-    run_module.run_one("trpo_atari.py", "BreakoutNoFrameskip-v4", 1, ["--checkpoint-every", "10"], tmp_path)
+    run_module.run_one(
+        "trpo_atari.py", "BreakoutNoFrameskip-v4", 1, ["--checkpoint-every", "10"], tmp_path, "trpo_atari_long"
+    )
     assert commands[0][-1] == "--resume=runs/the_run/checkpoint.pt"
     assert (folder / "command.txt").read_text().splitlines()[0] == "first command"
     assert (folder / "command.txt").read_text().splitlines()[1].endswith("--resume=runs/the_run/checkpoint.pt")
     assert (folder / "stdout.log").read_text().startswith("iter 1/9\niter 2/9\neval:")
     # Finished now: a second call skips it.
-    assert run_module.run_one("trpo_atari.py", "BreakoutNoFrameskip-v4", 1, [], tmp_path)[1] == "skipped (done)"
+    assert (
+        run_module.run_one("trpo_atari.py", "BreakoutNoFrameskip-v4", 1, [], tmp_path, "trpo_atari_long")[1]
+        == "skipped (done)"
+    )
