@@ -52,6 +52,7 @@ def summarize(seed_runs):
         "sps": np.mean(sps) if sps else float("nan"),
         "seeds": len(seed_runs),
         "per_seed_eval": evals,
+        "last_step": max(steps.max() for runs in seed_runs for steps, _ in runs.values()),
     }
 
 
@@ -86,9 +87,11 @@ def report(work, out):
                 continue
             s = summarize(seed_runs)
             per_seed = ", ".join(f"{value:.1f}" for value in s["per_seed_eval"])
-            # A run stopped before its end has no final evaluation, only training episodes.
+            # A run stopped before its end (or still going) has no final evaluation, only training episodes.
             evaluation = (
-                f"{s['eval_mean']:.1f} +- {s['eval_std']:.1f}" if s["per_seed_eval"] else "none (stopped early)"
+                f"{s['eval_mean']:.1f} +- {s['eval_std']:.1f}"
+                if s["per_seed_eval"]
+                else f"none (logs end at {s['last_step']:,} steps)"
             )
             rows.append(
                 f"| {impl_folder.name} | {evaluation} | {s['last10']:.1f} "

@@ -82,3 +82,15 @@ def test_runner_continues_a_stopped_run_from_its_checkpoint(tmp_path, monkeypatc
         run_module.run_one("trpo_atari.py", "BreakoutNoFrameskip-v4", 1, [], tmp_path, "trpo_atari_long")[1]
         == "skipped (done)"
     )
+
+
+def test_report_marks_a_run_without_evaluation_with_where_its_logs_end(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(tmp_path / "work" / "PongNoFrameskip-v4" / "ppo_atari" / "seed1" / "runs" / "the_run")
+    for step, game_return in [(1000, -21.0), (2500, -20.0)]:
+        writer.add_scalar("charts/episodic_return", game_return, step)
+    writer.add_scalar("charts/SPS", 100, 3072)
+    writer.close()
+    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
+    assert "| ppo_atari | none (logs end at 3,072 steps) | -20.5 | 100 | 1 |  |" in markdown
