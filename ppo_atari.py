@@ -297,6 +297,11 @@ def flatten_steps_envs(*tensors):
     return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
 
 
+def model_state(agent, args):
+    """What --save-model writes and evaluate reads."""
+    return {"agent": agent.state_dict(), "args": vars(args)}
+
+
 def save_atomically(state, path):
     """torch.save to a temporary file, then rename: a run killed while saving keeps its last checkpoint."""
     torch.save(state, f"{path}.tmp")
@@ -533,8 +538,7 @@ def main(args):
         )
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:
             training_state = {
-                "agent": agent.state_dict(),
-                "args": vars(args),
+                **model_state(agent, args),
                 "optimizer": optimizer.state_dict(),
                 "run_name": run_name,
                 "iteration": iteration,
@@ -543,7 +547,7 @@ def main(args):
             }
             save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
 
-    checkpoint = {"agent": agent.state_dict(), "args": vars(args)}
+    checkpoint = model_state(agent, args)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.model"
         torch.save(checkpoint, model_path)

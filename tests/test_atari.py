@@ -100,6 +100,8 @@ def test_atari_save_model_and_capture_video(script, tmp_path):
         ("ppo_atari.py", ["--env-id", "NoSuchGameNoFrameskip-v4"], "no_such_game"),
         ("ppo_atari.py", ["--num-envs", "0"], "num_envs"),
         ("ppo_atari.py", ["--num-minibatches", "0"], "num_minibatches"),
+        ("ppo_atari.py", ["--checkpoint-every", "-1"], "checkpoint_every"),
+        ("ppo_atari.py", ["--resume", "missing.pt"], "missing.pt"),
         ("trpo_atari.py", ["--env-id", "Pendulum-v1"], "Pendulum-v1"),
         ("trpo_atari.py", ["--env-id", "ALE/NoSuchGame-v5"], "no_such_game"),
         ("trpo_atari.py", ["--num-steps", "0"], "num_steps"),
