@@ -397,6 +397,9 @@ def main(args):
             config=vars(args),
             name=run_name,
             save_code=True,
+            # A resumed run goes on in the W&B run it started instead of opening a second one.
+            id=resumed.get("wandb_id") if resumed else None,
+            resume="allow",
         )
     # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
     writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
@@ -541,6 +544,7 @@ def main(args):
                 **model_state(agent, args),
                 "optimizer": optimizer.state_dict(),
                 "run_name": run_name,
+                "wandb_id": wandb.run.id if args.track else None,
                 "iteration": iteration,
                 "global_step": global_step,
                 "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state()),

@@ -1,6 +1,8 @@
 """ppo_atari.py and trpo_atari.py: both environment back ends give the learner the same thing."""
 
 import re
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -160,3 +162,34 @@ def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypa
         assert final["return_rms"]["count"] > saved["return_rms"]["count"]  # statistics keep counting
     else:
         assert scalars["charts/learning_rate"][1][-1] == pytest.approx(2.5e-4 / 3)  # annealed at update 3 of 3
+
+
+@pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
+def test_tracked_run_resumes_in_the_same_wandb_run(script, tmp_path, monkeypatch):
+    """W&B is replaced by a stub that records what wandb.init was given; nothing goes online."""
+    init_calls = []
+
+    def init(**kwargs):
+        init_calls.append(kwargs)
+        fake_wandb.run = types.SimpleNamespace(id=kwargs["id"] or "first-run-id")
+
+    fake_wandb = types.ModuleType("wandb")
+    fake_wandb.init = init
+    monkeypatch.setitem(sys.modules, "wandb", fake_wandb)
+    monkeypatch.chdir(tmp_path)
+
+    def run(total_timesteps, resume=None):
+        args = script.Args(num_envs=2, num_steps=32, total_timesteps=total_timesteps, eval_episodes=1)
+        if script is trpo_atari:
+            args.vf_epochs, args.vf_minibatches = 1, 2
+        else:
+            args.update_epochs, args.num_minibatches = 1, 2
+        args.track, args.checkpoint_every, args.resume = True, 1, resume
+        script.main(args)
+
+    run(total_timesteps=64)
+    (run_folder,) = (tmp_path / "runs").iterdir()
+    assert torch.load(run_folder / "checkpoint.pt", weights_only=False)["wandb_id"] == "first-run-id"
+    run(total_timesteps=128, resume=str(run_folder / "checkpoint.pt"))
+    assert [(call["id"], call["resume"]) for call in init_calls] == [(None, "allow"), ("first-run-id", "allow")]
+    assert init_calls[1]["name"] == init_calls[0]["name"]
