@@ -81,7 +81,8 @@ def report(work, out):
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
         rows, figure = [], plt.figure(figsize=(6, 4))
         for impl_folder in sorted(p for p in env_folder.iterdir() if p.is_dir()):
-            seed_runs = [read_scalars(seed) for seed in sorted(impl_folder.glob("seed*"))]
+            seeds = sorted(impl_folder.glob("seed*"), key=lambda folder: int(folder.name[len("seed") :]))
+            seed_runs = [read_scalars(seed) for seed in seeds]
             seed_runs = [runs for runs in seed_runs if runs]
             if not seed_runs:
                 continue

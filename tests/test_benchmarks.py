@@ -94,3 +94,16 @@ def test_report_marks_a_run_without_evaluation_with_where_its_logs_end(tmp_path)
     writer.close()
     markdown = report_module.report(tmp_path / "work", tmp_path / "out")
     assert "| ppo_atari | none (logs end at 3,072 steps) | -20.5 | 100 | 1 |  |" in markdown
+
+
+def test_report_lists_per_seed_evaluations_in_seed_order(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    for seed, evaluation in [(10, 300.0), (2, 200.0), (1, 100.0)]:
+        writer = SummaryWriter(tmp_path / "work" / "CartPole-v1" / "trpo_discrete" / f"seed{seed}" / "runs" / "run")
+        writer.add_scalar("charts/episodic_return", evaluation, 1000)
+        writer.add_scalar("charts/SPS", 100, 1000)
+        writer.add_scalar("eval/episodic_return", evaluation, 1000)
+        writer.close()
+    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
+    assert "| 3 | 100.0, 200.0, 300.0 |" in markdown  # seed10 after seed2, not after seed1
