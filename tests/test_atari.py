@@ -121,6 +121,16 @@ def test_atari_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
     assert lines[0].startswith(f"{script}: error:") and mentions in lines[0]
 
 
+def tiny_args(script, total_timesteps):
+    """In-process Args for a few updates of 2 envs x 32 steps, one small update pass each."""
+    args = script.Args(num_envs=2, num_steps=32, total_timesteps=total_timesteps, eval_episodes=1)
+    if script is trpo_atari:
+        args.vf_epochs, args.vf_minibatches = 1, 2
+    else:
+        args.update_epochs, args.num_minibatches = 1, 2
+    return args
+
+
 @pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
 def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -128,11 +138,7 @@ def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypa
     networks = ("actor", "critic") if is_trpo else ("agent",)
 
     def run(total_timesteps, resume=None):
-        args = script.Args(num_envs=2, num_steps=32, total_timesteps=total_timesteps, eval_episodes=1)
-        if is_trpo:
-            args.vf_epochs, args.vf_minibatches = 1, 2
-        else:
-            args.update_epochs, args.num_minibatches = 1, 2
+        args = tiny_args(script, total_timesteps)
         args.checkpoint_every, args.save_model, args.resume = 2, True, resume
         script.main(args)
 
@@ -179,11 +185,7 @@ def test_tracked_run_resumes_in_the_same_wandb_run(script, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
 
     def run(total_timesteps, resume=None):
-        args = script.Args(num_envs=2, num_steps=32, total_timesteps=total_timesteps, eval_episodes=1)
-        if script is trpo_atari:
-            args.vf_epochs, args.vf_minibatches = 1, 2
-        else:
-            args.update_epochs, args.num_minibatches = 1, 2
+        args = tiny_args(script, total_timesteps)
         args.track, args.checkpoint_every, args.resume = True, 1, resume
         script.main(args)
 
