@@ -7,7 +7,8 @@ Two environment back ends give the learner the same thing, uint8 observations (n
   gymnasium  the standard wrapper stack, written below, in a gymnasium vector env.
 A life loss ends the bootstrapped return (terminated) but not the game; charts/episodic_return
 is the unclipped score of a whole game.
-A 10M-frame run takes hours on a CPU: --checkpoint-every N and --resume PATH split it over sessions.
+The default budget, 10M agent steps (40M frames), takes about 14 hours of one CPU thread:
+--checkpoint-every N and --resume PATH split it over sessions.
 """
 
 import os

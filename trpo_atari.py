@@ -12,7 +12,8 @@ iteration:
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
   3. fits a separate value network (its own CNN, so a critic update can never move the policy).
 Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
-A 10M-frame run takes hours on a CPU: --checkpoint-every N and --resume PATH split it over sessions.
+The default budget, 10M agent steps (40M frames), takes about 28 hours of one CPU thread:
+--checkpoint-every N and --resume PATH split it over sessions.
 """
 
 import os

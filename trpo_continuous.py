@@ -24,10 +24,8 @@ import numpy as np
 import torch
 import tyro
 from torch import nn
-from torch.autograd import forward_ad
 from torch.distributions import Normal
 from torch.distributions.kl import kl_divergence
-from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
@@ -237,25 +235,24 @@ def fisher_vector_product_fn(actor, obs):
     At theta_old the KL's gradient w.r.t. the distribution parameters z = (mean, log_std) is zero,
     so its Hessian w.r.t. theta is the Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta
     and M the Hessian of the KL w.r.t. z: diagonal, 1 / sigma^2 for the mean and 2 for the
-    log-std. J v is one forward-mode pass (dual numbers) and J^T u one backward pass through a
-    graph built once: no double backward through the network.
+    log-std. Both products with J are backward passes through graphs built once: J^T u is one
+    backward pass, and because u -> J^T u is linear, the gradient of (J^T u) . v w.r.t. u is J v
+    (the double-backward trick). For a small MLP this is about twice as fast as a forward-mode
+    pass through torch.func.functional_call.
     """
-    params = dict(actor.named_parameters())
+    params = list(actor.parameters())
     mean, log_std = actor(obs)
     inv_var = torch.exp(-2 * log_std).detach()
+    # Only the graph of u -> J^T u is used, never its value, so u can be zero.
+    u = (torch.zeros_like(mean, requires_grad=True), torch.zeros_like(log_std, requires_grad=True))
+    jacobian_t_u = torch.autograd.grad((mean, log_std), params, u, create_graph=True)
+    sizes = [p.numel() for p in params]
 
     def fisher_vector_product(vector):
-        with forward_ad.dual_level():
-            dual_params, offset = {}, 0
-            for name, p in params.items():
-                tangent = vector[offset : offset + p.numel()].view_as(p)
-                dual_params[name] = forward_ad.make_dual(p.detach(), tangent)
-                offset += p.numel()
-            dual_mean, dual_log_std = functional_call(actor, dual_params, (obs,))
-            jv_mean = forward_ad.unpack_dual(dual_mean).tangent
-            jv_log_std = forward_ad.unpack_dual(dual_log_std).tangent
+        tangents = [chunk.view_as(p) for chunk, p in zip(vector.split(sizes), params)]
+        jv_mean, jv_log_std = torch.autograd.grad(jacobian_t_u, u, tangents, retain_graph=True)
         m_jv = (inv_var * jv_mean / obs.shape[0], 2 * jv_log_std / obs.shape[0])
-        grads = torch.autograd.grad((mean, log_std), params.values(), m_jv, retain_graph=True)
+        grads = torch.autograd.grad((mean, log_std), params, m_jv, retain_graph=True)
         return torch.cat([g.reshape(-1) for g in grads])
 
     return fisher_vector_product

@@ -24,10 +24,8 @@ import numpy as np
 import torch
 import tyro
 from torch import nn
-from torch.autograd import forward_ad
 from torch.distributions import Categorical
 from torch.distributions.kl import kl_divergence
-from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
@@ -228,23 +226,24 @@ def fisher_vector_product_fn(actor, obs):
 
     At theta_old the KL's gradient w.r.t. the logits z is zero, so its Hessian w.r.t. theta is the
     Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and M = diag(p) - p p^T the Hessian
-    of the KL w.r.t. z. J v is one forward-mode pass (dual numbers) and J^T u one backward pass
-    through a graph built once: no double backward through the network.
+    of the KL w.r.t. z. Both products with J are backward passes through graphs built once:
+    J^T u is one backward pass, and because u -> J^T u is linear, the gradient of (J^T u) . v
+    w.r.t. u is J v (the double-backward trick). For a small MLP this is about twice as fast as
+    a forward-mode pass through torch.func.functional_call.
     """
-    params = dict(actor.named_parameters())
+    params = list(actor.parameters())
     logits = actor(obs)
     probs = torch.softmax(logits, dim=-1).detach()
+    # Only the graph of u -> J^T u is used, never its value, so u can be zero.
+    u = torch.zeros_like(logits, requires_grad=True)
+    jacobian_t_u = torch.autograd.grad(logits, params, u, create_graph=True)
+    sizes = [p.numel() for p in params]
 
     def fisher_vector_product(vector):
-        with forward_ad.dual_level():
-            dual_params, offset = {}, 0
-            for name, p in params.items():
-                tangent = vector[offset : offset + p.numel()].view_as(p)
-                dual_params[name] = forward_ad.make_dual(p.detach(), tangent)
-                offset += p.numel()
-            jv = forward_ad.unpack_dual(functional_call(actor, dual_params, (obs,))).tangent
+        tangents = [chunk.view_as(p) for chunk, p in zip(vector.split(sizes), params)]
+        jv = torch.autograd.grad(jacobian_t_u, u, tangents, retain_graph=True)[0]
         m_jv = probs * (jv - (probs * jv).sum(-1, keepdim=True))
-        grads = torch.autograd.grad(logits, params.values(), m_jv / obs.shape[0], retain_graph=True)
+        grads = torch.autograd.grad(logits, params, m_jv / obs.shape[0], retain_graph=True)
         return torch.cat([g.reshape(-1) for g in grads])
 
     return fisher_vector_product
