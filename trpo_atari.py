@@ -123,6 +123,8 @@ class Args:
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 16
     """minibatches per value-network pass"""
+    bf16: bool = False
+    """if toggled, run all layers of the CNNs but the last in bfloat16 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     eval_episodes: int = 10
     """evaluation games after training (greedy actions, 5% random; see evaluate)"""
 
@@ -279,25 +281,40 @@ def nature_cnn(num_outputs, last_layer_std):
     )
 
 
+def nature_cnn_forward(net, obs, bf16):
+    """net(obs / 255) for uint8 frames.
+
+    With bf16 the scaled frames and every layer but the last are bfloat16 (the weights and their
+    gradients stay float32): nearly all of the compute, at about half the time on CPUs with bfloat16
+    instructions. The last layer gets the features back in float32, so logits and values are
+    computed in float32."""
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
+        features = net[:-1](obs.to(dtype) / 255.0)
+    return net[-1](features.float())
+
+
 class Actor(nn.Module):
-    def __init__(self, num_actions):
+    def __init__(self, num_actions, bf16=False):
         super().__init__()
         self.net = nature_cnn(num_actions, last_layer_std=0.01)
+        self.bf16 = bf16
 
     def forward(self, obs):
         """Logits of the categorical policy."""
-        return self.net(obs.float() / 255.0)
+        return nature_cnn_forward(self.net, obs, self.bf16)
 
 
 class Critic(nn.Module):
     """A network of its own: nothing the value loss trains is part of the policy."""
 
-    def __init__(self):
+    def __init__(self, bf16=False):
         super().__init__()
         self.net = nature_cnn(1, last_layer_std=1.0)
+        self.bf16 = bf16
 
     def forward(self, obs):
-        return self.net(obs.float() / 255.0).squeeze(-1)
+        return nature_cnn_forward(self.net, obs, self.bf16).squeeze(-1)
 
 
 class RunningMeanStd:
@@ -541,7 +558,7 @@ def evaluate(checkpoint, args, device, epsilon=0.05):
     env = gym.vector.SyncVectorEnv(
         [make_env(args.env_id, 1, False, "")], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
     )
-    actor = Actor(env.single_action_space.n).to(device)
+    actor = Actor(env.single_action_space.n, args.bf16).to(device)
     actor.load_state_dict(checkpoint["actor"])
     rng = np.random.default_rng(args.seed + 10_000)
     obs, _ = env.reset(seed=args.seed + 10_000)
@@ -637,8 +654,8 @@ def main(args):
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    actor = Actor(envs.single_action_space.n).to(device)
-    critic = Critic().to(device)
+    actor = Actor(envs.single_action_space.n, args.bf16).to(device)
+    critic = Critic(args.bf16).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5, fused=True)
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None

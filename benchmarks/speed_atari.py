@@ -1,8 +1,8 @@
 """Steps per second on Atari: ppo_atari.py with each back end against stable-baselines3 PPO
 (the same Nature CNN, 8 envs x 128 steps, 4 epochs of 4 minibatches), and trpo_atari.py at its
-defaults with the same back end and env count. The runs alternate, round after round, and the
-table shows medians and ratios, and the raw env throughput of each back end with random
-actions (what the env side alone allows).
+defaults with the same back end and env count, each of ours in float32 and with --bf16. The runs
+alternate, round after round, and the table shows medians and ratios, and the raw env throughput
+of each back end with random actions (what the env side alone allows).
 
     pip install -r benchmarks/requirements.txt
     python benchmarks/speed_atari.py --rounds 2
@@ -52,26 +52,34 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS for every run")
     args = parser.parse_args()
 
-    ours = [sys.executable, os.path.join(REPO, "ppo_atari.py"), f"--env-id={args.env_id}", "--eval-episodes=1"]
+    runs = [
+        ("ppo_atari.py", ["--backend=ale"]),
+        ("ppo_atari.py", ["--backend=ale", "--bf16"]),
+        ("ppo_atari.py", ["--backend=gymnasium"]),
+        ("ppo_atari.py", ["--backend=gymnasium", "--bf16"]),
+        ("trpo_atari.py", ["--backend=ale"]),
+        ("trpo_atari.py", ["--backend=ale", "--bf16"]),
+    ]
     commands = {
-        "ppo_atari.py --backend ale": [*ours, "--backend=ale", f"--total-timesteps={args.total_timesteps}"],
-        "ppo_atari.py --backend gymnasium": [*ours, "--backend=gymnasium", f"--total-timesteps={args.total_timesteps}"],
-        "trpo_atari.py --backend ale": [
+        f"{script} {' '.join(flags)}": [
             sys.executable,
-            os.path.join(REPO, "trpo_atari.py"),
+            os.path.join(REPO, script),
             f"--env-id={args.env_id}",
             "--eval-episodes=1",
-            f"--total-timesteps={2 * 8 * 1024}",  # two updates at its default batch
-        ],
-        "stable-baselines3 PPO": [
-            sys.executable,
-            os.path.join(REPO, "benchmarks", "reference.py"),
-            "--algo=ppo",  # rl-zoo's Atari PPO settings, which are ppo_atari.py's defaults
-            f"--env-id={args.env_id}",
-            "--eval-episodes=1",
-            f"--total-timesteps={args.total_timesteps}",
-        ],
+            # trpo_atari.py: two updates at its default batch of 8 x 1024
+            f"--total-timesteps={args.total_timesteps if script == 'ppo_atari.py' else 2 * 8 * 1024}",
+            *flags,
+        ]
+        for script, flags in runs
     }
+    commands["stable-baselines3 PPO"] = [
+        sys.executable,
+        os.path.join(REPO, "benchmarks", "reference.py"),
+        "--algo=ppo",  # rl-zoo's Atari PPO settings, which are ppo_atari.py's defaults
+        f"--env-id={args.env_id}",
+        "--eval-episodes=1",
+        f"--total-timesteps={args.total_timesteps}",
+    ]
     results = {name: [] for name in commands}
     for _ in range(args.rounds):
         for name, command in commands.items():
@@ -85,9 +93,12 @@ def main():
         print(f"| {name} | {median:.0f} | {results[name]} | {median / reference:.2f}x |")
     ceilings = {backend: random_action_sps(args.env_id, backend) for backend in ("ale", "gymnasium")}
     print(f"\nrandom actions, 8 envs: ale {ceilings['ale']:.0f} SPS, gymnasium {ceilings['gymnasium']:.0f} SPS")
-    ppo_ale = medians["ppo_atari.py --backend ale"]
-    print(f"\nppo_atari.py, ale / gymnasium back end: {ppo_ale / medians['ppo_atari.py --backend gymnasium']:.2f}x")
-    print(f"trpo_atari.py / ppo_atari.py (ale): {medians['trpo_atari.py --backend ale'] / ppo_ale:.2f}x")
+    for precision in ("", " --bf16"):
+        ppo_ale = medians[f"ppo_atari.py --backend=ale{precision}"]
+        ppo_gymnasium = medians[f"ppo_atari.py --backend=gymnasium{precision}"]
+        trpo_ale = medians[f"trpo_atari.py --backend=ale{precision}"]
+        print(f"\nppo_atari.py{precision}, ale / gymnasium back end: {ppo_ale / ppo_gymnasium:.2f}x")
+        print(f"trpo_atari.py / ppo_atari.py (ale{precision}): {trpo_ale / ppo_ale:.2f}x")
 
 
 if __name__ == "__main__":

@@ -83,3 +83,17 @@ def test_line_search_checks_the_objective_that_was_differentiated_entropy_includ
     assert diagnostics["line_search_success"] == 1.0
     assert entropy() > entropy_before
     assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-3)
+
+
+def test_bf16_fisher_vector_product_stays_close_to_float32(batch):
+    actor, obs, _, _, _ = batch
+    actor_bf16 = trpo_atari.Actor(NUM_ACTIONS, bf16=True)
+    actor_bf16.load_state_dict(actor.state_dict())
+    with torch.no_grad():  # a policy far from uniform, so that the Fisher matrix has weight
+        for network in (actor, actor_bf16):
+            network.net[-1].weight.mul_(100)
+    vector = torch.randn(sum(p.numel() for p in actor.parameters()))
+    product = trpo_atari.fisher_vector_product_fn(actor, obs)(vector)
+    product_bf16 = trpo_atari.fisher_vector_product_fn(actor_bf16, obs)(vector)
+    relative_error = ((product_bf16 - product).norm() / product.norm()).item()
+    assert 1e-4 < relative_error < 0.03
