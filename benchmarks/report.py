@@ -79,7 +79,9 @@ def report(work, out):
     out.mkdir(parents=True, exist_ok=True)
     tables = []
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
-        rows, figure = [], plt.figure(figsize=(6, 4))
+        rows, figure = [], plt.figure(figsize=(8, 4))
+        # Twenty distinct colours, the ten dark ones first, so that folders of one env never share a colour.
+        plt.gca().set_prop_cycle(color=plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2])
         for impl_folder in sorted(p for p in env_folder.iterdir() if p.is_dir()):
             seeds = sorted(impl_folder.glob("seed*"), key=lambda folder: int(folder.name[len("seed") :]))
             seed_runs = [read_scalars(seed) for seed in seeds]
@@ -105,7 +107,7 @@ def report(work, out):
         plt.title(env_folder.name)
         plt.xlabel("env steps")
         plt.ylabel("episodic return")
-        plt.legend()
+        plt.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
         plt.tight_layout()
         figure.savefig(out / f"{env_folder.name}.png", dpi=100)
         plt.close(figure)
