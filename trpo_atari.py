@@ -288,10 +288,14 @@ def nature_cnn_forward(net, obs, bf16):
     gradients stay float32): nearly all of the compute, at about half the time on CPUs with bfloat16
     instructions. The last layer gets the features back in float32, so logits and values are
     computed in float32."""
+    # Unpacked rather than sliced: net[:-1] would build a new nn.Sequential on every call.
+    *hidden_layers, last_layer = net
     dtype = torch.bfloat16 if bf16 else torch.float32
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
-        features = net[:-1](obs.to(dtype) / 255.0)
-    return net[-1](features.float())
+        features = obs.to(dtype) / 255.0
+        for layer in hidden_layers:
+            features = layer(features)
+    return last_layer(features.float())
 
 
 class Actor(nn.Module):
