@@ -1,18 +1,25 @@
-"""Reference for the speed benchmark: sb3-contrib TRPO or stable-baselines3 PPO configured with the
+"""Reference for the speed benchmarks: sb3-contrib TRPO or stable-baselines3 PPO configured with the
 batch, network and update sizes of our scripts (not rl-zoo's tuned settings; see reference.py).
+On Atari ids it uses stable-baselines3's Atari wrappers and frame stack, and the Nature CNN with a
+separate copy for the critic, as in trpo_atari.py (ppo_atari.py's defaults are rl-zoo's Atari PPO
+settings, so speed_atari.py compares it with reference.py).
 
-Prints one line `sps N eval M` so benchmarks/speed_mlp.py can compare it with ours.
+Prints one line `sps N eval M` so benchmarks/speed_mlp.py and speed_atari.py can compare it with ours.
 """
 
 import argparse
 import time
 
+import ale_py
+import gymnasium as gym
 import torch
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO
-from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.env_util import make_atari_env, make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.vec_env import VecNormalize
+from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
+
+gym.register_envs(ale_py)
 
 
 def main():
@@ -24,36 +31,50 @@ def main():
     parser.add_argument("--num-steps", type=int, default=512)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--normalize", action="store_true", help="VecNormalize observations and rewards")
+    parser.add_argument("--eval-episodes", type=int, default=10)
     trpo = parser.add_argument_group("trpo (our trpo_*.py flags)")
     trpo.add_argument("--vf-epochs", type=int, default=10)
     trpo.add_argument("--vf-minibatches", type=int, default=8)
     trpo.add_argument("--max-kl", type=float, default=0.02)
+    trpo.add_argument(
+        "--sub-sampling-factor",
+        type=int,
+        default=1,
+        help="sb3-contrib's: the whole policy step uses every k-th sample (ours sub-sample only the Fisher products)",
+    )
     ppo = parser.add_argument_group("ppo (our ppo_continuous.py flags)")
     ppo.add_argument("--update-epochs", type=int, default=10)
     ppo.add_argument("--num-minibatches", type=int, default=32)
     args = parser.parse_args()
 
-    env = make_vec_env(args.env_id, n_envs=args.num_envs, seed=args.seed)
+    if "NoFrameskip" in args.env_id or args.env_id.startswith("ALE/"):
+        env = VecFrameStack(make_atari_env(args.env_id, n_envs=args.num_envs, seed=args.seed), n_stack=4)
+        # The Nature CNN (stable-baselines3's default for images), with its own copy for the critic.
+        policy, policy_kwargs = "CnnPolicy", {"share_features_extractor": False}
+    else:
+        env = make_vec_env(args.env_id, n_envs=args.num_envs, seed=args.seed)
+        # Separate 64-64 tanh actor and critic, as in our scripts.
+        policy = "MlpPolicy"
+        policy_kwargs = {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh}
     if args.normalize:
         env = VecNormalize(env, gamma=0.99)
     batch_size = args.num_envs * args.num_steps
-    # Separate 64-64 tanh actor and critic, as in our scripts.
-    policy_kwargs = {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh}
     common = {"n_steps": args.num_steps, "policy_kwargs": policy_kwargs, "seed": args.seed, "device": "cpu"}
     if args.algo == "trpo":
         model = TRPO(
-            "MlpPolicy",
+            policy,
             env,
             batch_size=batch_size // args.vf_minibatches,
             n_critic_updates=args.vf_epochs,
             cg_max_steps=10,
             target_kl=args.max_kl,
+            sub_sampling_factor=args.sub_sampling_factor,
             learning_rate=1e-3,
             **common,
         )
     else:
         model = PPO(
-            "MlpPolicy",
+            policy,
             env,
             batch_size=batch_size // args.num_minibatches,
             n_epochs=args.update_epochs,
@@ -71,7 +92,7 @@ def main():
     sps = model.num_timesteps / (time.time() - start)
     if args.normalize:
         env.training, env.norm_reward = False, False
-    mean_return, _ = evaluate_policy(model, env, n_eval_episodes=10, deterministic=True)
+    mean_return, _ = evaluate_policy(model, env, n_eval_episodes=args.eval_episodes, deterministic=True)
     print(f"sps {sps:.0f} eval {mean_return:.2f}")
 
 

@@ -1,11 +1,13 @@
-"""Steps per second on Atari: ppo_atari.py with each back end against stable-baselines3 PPO
-(the same Nature CNN, 8 envs x 128 steps, 4 epochs of 4 minibatches), and trpo_atari.py at its
-defaults with the same back end and env count, each of ours in float32 and with --bf16. The runs
-alternate, round after round, and the table shows medians and ratios, and the raw env throughput
-of each back end with random actions (what the env side alone allows).
+"""Steps per second on Atari: ppo_atari.py against stable-baselines3 PPO (the same Nature CNN,
+8 envs x 128 steps, 4 epochs of 4 minibatches), and trpo_atari.py at its defaults against
+sb3-contrib TRPO set to the same sizes (benchmarks/sb3_equal.py), each of ours with both back ends,
+in float32 and with --bf16. The runs alternate, round after round, and the table shows medians and
+ratios, and the raw env throughput of each back end with random actions (what the env side alone
+allows). sb3-contrib TRPO at its default sub_sampling_factor of 1 needs about 9 GB of memory.
 
     pip install -r benchmarks/requirements.txt
-    python benchmarks/speed_atari.py --rounds 2
+    python benchmarks/speed_atari.py --rounds 3
+    python benchmarks/speed_atari.py --rounds 2 --scripts trpo
 """
 
 import argparse
@@ -48,57 +50,82 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env-id", default="BreakoutNoFrameskip-v4")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--total-timesteps", type=int, default=8192)
+    parser.add_argument("--total-timesteps", type=int, default=8192, help="agent steps per PPO run")
     parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS for every run")
+    parser.add_argument("--scripts", nargs="+", choices=["ppo", "trpo"], default=["ppo", "trpo"])
     args = parser.parse_args()
 
-    runs = [
-        ("ppo_atari.py", ["--backend=ale"]),
-        ("ppo_atari.py", ["--backend=ale", "--bf16"]),
-        ("ppo_atari.py", ["--backend=gymnasium"]),
-        ("ppo_atari.py", ["--backend=gymnasium", "--bf16"]),
-        ("trpo_atari.py", ["--backend=ale"]),
-        ("trpo_atari.py", ["--backend=ale", "--bf16"]),
-    ]
-    commands = {
-        f"{script} {' '.join(flags)}": [
+    # trpo_atari.py runs two updates at its default batch of 8 x 1024.
+    timesteps = {"ppo": args.total_timesteps, "trpo": 2 * 8 * 1024}
+    reference_name = {"ppo": "stable-baselines3 PPO", "trpo": "sb3-contrib TRPO"}
+    commands, reference_of = {}, {}
+    for script in args.scripts:
+        for backend in ("ale", "gymnasium"):
+            for precision in ([], ["--bf16"]):
+                flags = [f"--backend={backend}", *precision]
+                name = " ".join([f"{script}_atari.py", *flags])
+                commands[name] = [
+                    sys.executable,
+                    os.path.join(REPO, f"{script}_atari.py"),
+                    f"--env-id={args.env_id}",
+                    "--eval-episodes=1",
+                    f"--total-timesteps={timesteps[script]}",
+                    *flags,
+                ]
+                reference_of[name] = reference_name[script]
+    if "ppo" in args.scripts:
+        commands["stable-baselines3 PPO"] = [
             sys.executable,
-            os.path.join(REPO, script),
+            os.path.join(REPO, "benchmarks", "reference.py"),
+            "--algo=ppo",  # rl-zoo's Atari PPO settings, which are ppo_atari.py's defaults
             f"--env-id={args.env_id}",
             "--eval-episodes=1",
-            # trpo_atari.py: two updates at its default batch of 8 x 1024
-            f"--total-timesteps={args.total_timesteps if script == 'ppo_atari.py' else 2 * 8 * 1024}",
-            *flags,
+            f"--total-timesteps={timesteps['ppo']}",
         ]
-        for script, flags in runs
-    }
-    commands["stable-baselines3 PPO"] = [
-        sys.executable,
-        os.path.join(REPO, "benchmarks", "reference.py"),
-        "--algo=ppo",  # rl-zoo's Atari PPO settings, which are ppo_atari.py's defaults
-        f"--env-id={args.env_id}",
-        "--eval-episodes=1",
-        f"--total-timesteps={args.total_timesteps}",
-    ]
+    if "trpo" in args.scripts:
+        # rl-zoo has no Atari TRPO: sb3_equal.py sets sb3-contrib to trpo_atari.py's defaults (batch,
+        # separate CNN critic, 3 critic epochs of 16 minibatches, CG iterations, max_kl).
+        sb3_contrib = [
+            sys.executable,
+            os.path.join(REPO, "benchmarks", "sb3_equal.py"),
+            "--algo=trpo",
+            f"--env-id={args.env_id}",
+            "--num-envs=8",
+            "--num-steps=1024",
+            "--vf-epochs=3",
+            "--vf-minibatches=16",
+            "--max-kl=0.001",
+            "--eval-episodes=1",
+            f"--total-timesteps={timesteps['trpo']}",
+        ]
+        commands["sb3-contrib TRPO"] = sb3_contrib
+        # Its whole policy step on every 10th sample: cheaper than our 10% subsample of the Fisher products alone.
+        commands["sb3-contrib TRPO --sub-sampling-factor=10"] = [*sb3_contrib, "--sub-sampling-factor=10"]
+
     results = {name: [] for name in commands}
     for _ in range(args.rounds):
         for name, command in commands.items():
             results[name].append(sps(command, args.threads))
     medians = {name: statistics.median(values) for name, values in results.items()}
-    reference = medians["stable-baselines3 PPO"]
-    print(f"{args.env_id}, {args.total_timesteps} agent steps per run, {args.threads} threads, {args.rounds} rounds\n")
-    print("| implementation | SPS (median) | rounds | vs stable-baselines3 |")
+    print(f"{args.env_id}, 8 envs, {args.threads} threads, {args.rounds} rounds\n")
+    print("| implementation | SPS (median) | rounds | vs reference |")
     print("|-|-|-|-|")
     for name, median in medians.items():
-        print(f"| {name} | {median:.0f} | {results[name]} | {median / reference:.2f}x |")
+        versus = [f"{median / medians[reference_of[name]]:.2f}x {reference_of[name]}"] if name in reference_of else []
+        if name.startswith("trpo_atari.py"):
+            versus.append(f"{median / medians['sb3-contrib TRPO --sub-sampling-factor=10']:.2f}x its 10% sub-sampling")
+        print(f"| {name} | {median:.0f} | {results[name]} | {', '.join(versus) or 'reference'} |")
     ceilings = {backend: random_action_sps(args.env_id, backend) for backend in ("ale", "gymnasium")}
     print(f"\nrandom actions, 8 envs: ale {ceilings['ale']:.0f} SPS, gymnasium {ceilings['gymnasium']:.0f} SPS")
-    for precision in ("", " --bf16"):
-        ppo_ale = medians[f"ppo_atari.py --backend=ale{precision}"]
-        ppo_gymnasium = medians[f"ppo_atari.py --backend=gymnasium{precision}"]
-        trpo_ale = medians[f"trpo_atari.py --backend=ale{precision}"]
-        print(f"\nppo_atari.py{precision}, ale / gymnasium back end: {ppo_ale / ppo_gymnasium:.2f}x")
-        print(f"trpo_atari.py / ppo_atari.py (ale{precision}): {trpo_ale / ppo_ale:.2f}x")
+    for script in args.scripts:
+        for precision in ("", " --bf16"):
+            ale = medians[f"{script}_atari.py --backend=ale{precision}"]
+            gymnasium = medians[f"{script}_atari.py --backend=gymnasium{precision}"]
+            print(f"{script}_atari.py{precision}, ale / gymnasium back end: {ale / gymnasium:.2f}x")
+    if len(args.scripts) == 2:
+        for precision in ("", " --bf16"):
+            trpo, ppo = (medians[f"{script}_atari.py --backend=ale{precision}"] for script in ("trpo", "ppo"))
+            print(f"trpo_atari.py / ppo_atari.py (ale{precision}): {trpo / ppo:.2f}x")
 
 
 if __name__ == "__main__":

@@ -194,8 +194,10 @@ def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypa
     scalars = read_scalars(tmp_path)
     assert list(scalars["charts/SPS"][0]) == [64, 128, 192]
     if is_trpo:
-        assert saved["trust_region"] == pytest.approx((0.01, 0.1, 0.01 * 0.995**2, 0))
-        assert scalars["trpo/ent_coef"][1][-1] == pytest.approx(0.01 * 0.995**2)
+        defaults = trpo_atari.Args()
+        ent_coef = defaults.ent_coef * defaults.ent_decay**2
+        assert saved["trust_region"] == pytest.approx((defaults.max_kl, defaults.cg_damping, ent_coef, 0))
+        assert scalars["trpo/ent_coef"][1][-1] == pytest.approx(ent_coef)
         final = torch.load(run_folder / "trpo_atari.model")
         assert final["return_rms"]["count"] > saved["return_rms"]["count"]  # statistics keep counting
     else:
