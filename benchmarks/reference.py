@@ -76,10 +76,21 @@ HYPERPARAMS = {
         "gae_lambda": 0.95, "max_grad_norm": 1, "vf_coef": 0.871923, "policy_kwargs": BIG_MLP,
     },
     ("ppo", "atari"): {
-        "n_timesteps": 10_000_000, "atari": True, "n_envs": 8, "n_steps": 128, "n_epochs": 4, "batch_size": 256,
+        "n_timesteps": 10_000_000, "n_envs": 8, "n_steps": 128, "n_epochs": 4, "batch_size": 256,
         "learning_rate": linear(2.5e-4), "clip_range": linear(0.1), "vf_coef": 0.5, "ent_coef": 0.01,
     },
 }  # fmt: skip
+
+
+def is_atari(env_id):
+    return "NoFrameskip" in env_id or env_id.startswith("ALE/")
+
+
+def make_sb3_env(env_id, n_envs, seed):
+    """stable-baselines3's vector env, with its Atari wrappers and a 4-frame stack on Atari ids."""
+    if is_atari(env_id):
+        return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed), n_stack=4)
+    return make_vec_env(env_id, n_envs=n_envs, seed=seed)
 
 
 class EpisodeLogger(BaseCallback):
@@ -106,19 +117,15 @@ def main():
     parser.add_argument("--eval-episodes", type=int, default=10)
     args = parser.parse_args()
 
-    key = (args.algo, "atari" if "NoFrameskip" in args.env_id or args.env_id.startswith("ALE/") else args.env_id)
+    key = (args.algo, "atari" if is_atari(args.env_id) else args.env_id)
     if key not in HYPERPARAMS:
         raise SystemExit(f"reference.py: error: no rl-zoo hyperparameters here for {key}")
     hyperparams = dict(HYPERPARAMS[key])
     total_timesteps = args.total_timesteps or hyperparams.pop("n_timesteps")
     hyperparams.pop("n_timesteps", None)
     n_envs, normalize = hyperparams.pop("n_envs"), hyperparams.pop("normalize", False)
-    if hyperparams.pop("atari", False):
-        env = VecFrameStack(make_atari_env(args.env_id, n_envs=n_envs, seed=args.seed), n_stack=4)
-        policy = "CnnPolicy"
-    else:
-        env = make_vec_env(args.env_id, n_envs=n_envs, seed=args.seed)
-        policy = "MlpPolicy"
+    env = make_sb3_env(args.env_id, n_envs, args.seed)
+    policy = "CnnPolicy" if is_atari(args.env_id) else "MlpPolicy"
     if normalize:
         env = VecNormalize(env, gamma=hyperparams.get("gamma", 0.99))
 

@@ -10,16 +10,12 @@ Prints one line `sps N eval M` so benchmarks/speed_mlp.py and speed_atari.py can
 import argparse
 import time
 
-import ale_py
-import gymnasium as gym
 import torch
+from reference import is_atari, make_sb3_env
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO
-from stable_baselines3.common.env_util import make_atari_env, make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
-
-gym.register_envs(ale_py)
+from stable_baselines3.common.vec_env import VecNormalize
 
 
 def main():
@@ -47,12 +43,11 @@ def main():
     ppo.add_argument("--num-minibatches", type=int, default=32)
     args = parser.parse_args()
 
-    if "NoFrameskip" in args.env_id or args.env_id.startswith("ALE/"):
-        env = VecFrameStack(make_atari_env(args.env_id, n_envs=args.num_envs, seed=args.seed), n_stack=4)
+    env = make_sb3_env(args.env_id, args.num_envs, args.seed)
+    if is_atari(args.env_id):
         # The Nature CNN (stable-baselines3's default for images), with its own copy for the critic.
         policy, policy_kwargs = "CnnPolicy", {"share_features_extractor": False}
     else:
-        env = make_vec_env(args.env_id, n_envs=args.num_envs, seed=args.seed)
         # Separate 64-64 tanh actor and critic, as in our scripts.
         policy = "MlpPolicy"
         policy_kwargs = {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh}

@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
 
 
 def sps(command, threads):
@@ -32,7 +33,6 @@ def sps(command, threads):
 
 
 def random_action_sps(env_id, backend, seconds=15.0):
-    sys.path.insert(0, REPO)
     import ppo_atari
 
     envs = ppo_atari.make_envs(ppo_atari.Args(env_id=env_id, backend=backend), run_name="speed")
@@ -55,8 +55,11 @@ def main():
     parser.add_argument("--scripts", nargs="+", choices=["ppo", "trpo"], default=["ppo", "trpo"])
     args = parser.parse_args()
 
-    # trpo_atari.py runs two updates at its default batch of 8 x 1024.
-    timesteps = {"ppo": args.total_timesteps, "trpo": 2 * 8 * 1024}
+    import trpo_atari
+
+    trpo_defaults = trpo_atari.Args()
+    # trpo_atari.py runs two updates at its default batch.
+    timesteps = {"ppo": args.total_timesteps, "trpo": 2 * trpo_defaults.num_envs * trpo_defaults.num_steps}
     reference_name = {"ppo": "stable-baselines3 PPO", "trpo": "sb3-contrib TRPO"}
     commands, reference_of = {}, {}
     for script in args.scripts:
@@ -84,17 +87,17 @@ def main():
         ]
     if "trpo" in args.scripts:
         # rl-zoo has no Atari TRPO: sb3_equal.py sets sb3-contrib to trpo_atari.py's defaults (batch,
-        # separate CNN critic, 3 critic epochs of 16 minibatches, CG iterations, max_kl).
+        # separate CNN critic, critic epochs and minibatches, max_kl; its CG iterations are fixed at 10).
         sb3_contrib = [
             sys.executable,
             os.path.join(REPO, "benchmarks", "sb3_equal.py"),
             "--algo=trpo",
             f"--env-id={args.env_id}",
-            "--num-envs=8",
-            "--num-steps=1024",
-            "--vf-epochs=3",
-            "--vf-minibatches=16",
-            "--max-kl=0.001",
+            f"--num-envs={trpo_defaults.num_envs}",
+            f"--num-steps={trpo_defaults.num_steps}",
+            f"--vf-epochs={trpo_defaults.vf_epochs}",
+            f"--vf-minibatches={trpo_defaults.vf_minibatches}",
+            f"--max-kl={trpo_defaults.max_kl}",
             "--eval-episodes=1",
             f"--total-timesteps={timesteps['trpo']}",
         ]
