@@ -13,7 +13,8 @@ iteration:
   3. fits a separate value network (its own CNN, so a critic update can never move the policy).
 Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
 On Breakout, the default max_kl of 0.001 per 8192-step batch (OpenAI baselines' Atari TRPO setting)
-kept the score rising over 1.4M agent steps, while 0.01 collapsed the policy's entropy within 650k.
+kept the score rising for all of a 2.5M-agent-step run, while 0.01 collapsed the policy's entropy
+within 650k.
 The default budget, 10M agent steps (40M frames), takes about 28 hours of one CPU thread:
 --checkpoint-every N and --resume PATH split it over sessions.
 """
