@@ -184,14 +184,40 @@ class RunningMeanStd:
         self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
 
 
-def sample_action(actor, obs):
-    """Sample a = mean + std * noise for each row of obs; returns a numpy array for the envs.
+def numpy_forward_fn(net):
+    """A numpy snapshot of net, an nn.Sequential of Linear and Tanh layers: x -> net(x) for numpy arrays.
+
+    The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
+    several times the arithmetic, and numpy's a fraction of torch's. A snapshot serves the whole
+    rollout, since the weights change only in the update, and it agrees with net(x) to float32
+    rounding, so the log-probs computed in torch after the rollout are those of the policy that acted."""
+    layers = []
+    for layer in net:
+        if isinstance(layer, nn.Linear):
+            weight_t = layer.weight.detach().cpu().numpy().T.copy()
+            bias = layer.bias.detach().cpu().numpy().copy()
+            layers.append(lambda x, weight_t=weight_t, bias=bias: x @ weight_t + bias)
+        elif isinstance(layer, nn.Tanh):
+            layers.append(np.tanh)
+        else:
+            raise TypeError(f"numpy_forward_fn has no numpy version of {layer}; add one beside nn.Tanh")
+
+    def forward(x):
+        for layer in layers:
+            x = layer(x)
+        return x
+
+    return forward
+
+
+def sample_action(mean_fn, std, obs):
+    """Sample a = mean + std * noise for each row of obs, with mean_fn the numpy snapshot of the
+    actor's mean network and std its standard deviations; returns a numpy array for the envs.
 
     Drawn in numpy rather than through torch.distributions.Normal, whose construction costs more
     than this network's forward pass at a rollout step's batch size. The log-probs pi_old(a|s)
-    are computed after the rollout in one batched pass, since the policy does not change during it."""
-    mean, log_std = actor(obs)
-    mean, std = mean.cpu().numpy(), log_std.exp().cpu().numpy()
+    are computed after the rollout in one batched torch pass, since the policy does not change during it."""
+    mean = mean_fn(obs)
     return mean + std * np.random.standard_normal(mean.shape)
 
 
@@ -467,11 +493,12 @@ def main(args):
     next_obs = normalize(next_obs, update_stats=True)
 
     for iteration in range(1, args.num_iterations + 1):
+        policy_mean = numpy_forward_fn(actor.mean)
+        policy_std = actor.log_std.detach().exp().cpu().numpy()
         for step in range(args.num_steps):
             global_step += args.num_envs
             observations[step] = next_obs
-            with torch.inference_mode():
-                actions[step] = sample_action(actor, to_tensor(next_obs))
+            actions[step] = sample_action(policy_mean, policy_std, next_obs)
 
             # Only the env sees the clipped action; the stored action (and so its log-prob) is the
             # unclipped sample.

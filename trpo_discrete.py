@@ -177,14 +177,40 @@ class RunningMeanStd:
         self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
 
 
-def sample_action(actor, obs):
-    """Sample a ~ pi(.|s) for each row of obs; returns a numpy array for the envs.
+def numpy_forward_fn(net):
+    """A numpy snapshot of net, an nn.Sequential of Linear and Tanh layers: x -> net(x) for numpy arrays.
+
+    The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
+    several times the arithmetic, and numpy's a fraction of torch's. A snapshot serves the whole
+    rollout, since the weights change only in the update, and it agrees with net(x) to float32
+    rounding, so the log-probs computed in torch after the rollout are those of the policy that acted."""
+    layers = []
+    for layer in net:
+        if isinstance(layer, nn.Linear):
+            weight_t = layer.weight.detach().cpu().numpy().T.copy()
+            bias = layer.bias.detach().cpu().numpy().copy()
+            layers.append(lambda x, weight_t=weight_t, bias=bias: x @ weight_t + bias)
+        elif isinstance(layer, nn.Tanh):
+            layers.append(np.tanh)
+        else:
+            raise TypeError(f"numpy_forward_fn has no numpy version of {layer}; add one beside nn.Tanh")
+
+    def forward(x):
+        for layer in layers:
+            x = layer(x)
+        return x
+
+    return forward
+
+
+def sample_action(logits_fn, obs):
+    """Sample a ~ pi(.|s) for each row of obs, with logits_fn the actor's numpy snapshot.
 
     Gumbel-max trick: argmax(logits + g) with g = -log(-log(u)), u ~ U(0, 1), is distributed as
     softmax(logits). In numpy this costs a fraction of torch.distributions.Categorical at a
     rollout step's batch size. The log-probs pi_old(a|s) are computed after the rollout in one
-    batched pass, since the policy does not change during it."""
-    logits = actor(obs).cpu().numpy()
+    batched torch pass, since the policy does not change during it."""
+    logits = logits_fn(obs)
     return (logits - np.log(-np.log(np.random.random(logits.shape)))).argmax(-1)
 
 
@@ -452,11 +478,11 @@ def main(args):
     next_obs = normalize(next_obs, update_stats=True)
 
     for iteration in range(1, args.num_iterations + 1):
+        policy_logits = numpy_forward_fn(actor.net)
         for step in range(args.num_steps):
             global_step += args.num_envs
             observations[step] = next_obs
-            with torch.inference_mode():
-                actions[step] = sample_action(actor, to_tensor(next_obs))
+            actions[step] = sample_action(policy_logits, next_obs)
 
             next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
             # Truncation is not termination: a time-limit cut keeps the value of the state it

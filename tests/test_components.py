@@ -252,9 +252,13 @@ def test_sampled_actions_follow_the_policy_distribution(script):
             p.add_(0.5 * torch.randn_like(p))
     # A few states, each repeated, so per-state frequencies and moments can be checked.
     obs = torch.randn(4, 3).repeat_interleave(20_000, dim=0)
+    if script is trpo_discrete:
+        actions = script.sample_action(script.numpy_forward_fn(actor.net), obs.numpy())
+    else:
+        std = actor.log_std.detach().exp().numpy()
+        actions = script.sample_action(script.numpy_forward_fn(actor.mean), std, obs.numpy())
+    assert isinstance(actions, np.ndarray) and len(actions) == len(obs)
     with torch.no_grad():
-        actions = script.sample_action(actor, obs)
-        assert isinstance(actions, np.ndarray) and len(actions) == len(obs)
         if script is trpo_discrete:
             probs = Categorical(logits=actor(obs)).probs.numpy()
             frequencies = np.eye(4)[actions].reshape(4, 20_000, 4).mean(1)
@@ -266,3 +270,20 @@ def test_sampled_actions_follow_the_policy_distribution(script):
             noise = noise.reshape(4, 20_000, 4)
             np.testing.assert_allclose(noise.mean(1), 0.0, atol=0.03)
             np.testing.assert_allclose(noise.std(1), 1.0, atol=0.03)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_numpy_forward_is_a_snapshot_of_the_network(script):
+    actor = script.Actor(3, 4)
+    net = actor.net if script is trpo_discrete else actor.mean
+    obs = torch.randn(16, 3)
+    forward = script.numpy_forward_fn(net)
+    with torch.no_grad():
+        np.testing.assert_allclose(forward(obs.numpy()), net(obs).numpy(), rtol=1e-5, atol=1e-6)
+        expected = net(obs).numpy()
+        for p in net.parameters():
+            p.add_(1.0)
+    # Later changes to the weights (the update) do not reach a snapshot taken before them.
+    np.testing.assert_allclose(forward(obs.numpy()), expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="ReLU"):
+        script.numpy_forward_fn(nn.Sequential(nn.Linear(3, 4), nn.ReLU()))
