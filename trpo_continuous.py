@@ -189,8 +189,7 @@ def numpy_forward_fn(net):
 
     The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
     several times the arithmetic, and numpy's a fraction of torch's. A snapshot serves the whole
-    rollout, since the weights change only in the update, and it agrees with net(x) to float32
-    rounding, so the log-probs computed in torch after the rollout are those of the policy that acted."""
+    rollout, since the weights change only in the update; it agrees with net(x) to float32 rounding."""
     layers = []
     for layer in net:
         if isinstance(layer, nn.Linear):
@@ -214,9 +213,8 @@ def sample_action(mean_fn, std, obs):
     """Sample a = mean + std * noise for each row of obs, with mean_fn the numpy snapshot of the
     actor's mean network and std its standard deviations; returns a numpy array for the envs.
 
-    Drawn in numpy rather than through torch.distributions.Normal, whose construction costs more
-    than this network's forward pass at a rollout step's batch size. The log-probs pi_old(a|s)
-    are computed after the rollout in one batched torch pass, since the policy does not change during it."""
+    The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass, since the
+    policy does not change during it."""
     mean = mean_fn(obs)
     return mean + std * np.random.standard_normal(mean.shape)
 

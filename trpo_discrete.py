@@ -182,8 +182,7 @@ def numpy_forward_fn(net):
 
     The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
     several times the arithmetic, and numpy's a fraction of torch's. A snapshot serves the whole
-    rollout, since the weights change only in the update, and it agrees with net(x) to float32
-    rounding, so the log-probs computed in torch after the rollout are those of the policy that acted."""
+    rollout, since the weights change only in the update; it agrees with net(x) to float32 rounding."""
     layers = []
     for layer in net:
         if isinstance(layer, nn.Linear):
