@@ -2,8 +2,8 @@
 update sizes: trpo_discrete.py and trpo_continuous.py against sb3-contrib TRPO, ppo_continuous.py
 against stable-baselines3 PPO (benchmarks/sb3_equal.py holds the reference side).
 
-Runs ours and the reference alternately (round after round, so a noisy machine hurts both alike),
-plus the raw env throughput with random actions through the same vector env (the ceiling), and
+Runs ours, the reference and the raw env throughput with random actions through the same vector
+env (the ceiling) in turn, round after round, so a noisy machine hurts all three alike, and
 prints a markdown table with the median of each and the ratios ours/reference and ours/ceiling.
 
     pip install -r benchmarks/requirements.txt
@@ -92,19 +92,20 @@ def main():
     for case in args.cases:
         script, env_id, sizes, algo, reference_only = CASES[case]
         flags = [f"--{key}={value}" for key, value in sizes.items()]
-        ours, reference = [], []
+        ours, reference, ceiling = [], [], []
         for _ in range(args.rounds):
             ours.append(ours_sps(script, env_id, flags, args.total_timesteps, args.threads))
             reference.append(reference_sps(algo, env_id, flags + reference_only, args.total_timesteps, args.threads))
-        ceiling = ceiling_sps(env_id, sizes["num-envs"])
+            ceiling.append(round(ceiling_sps(env_id, sizes["num-envs"])))
         ours_median, reference_median = statistics.median(ours), statistics.median(reference)
+        ceiling_median = statistics.median(ceiling)
         reference_name = "sb3-contrib TRPO" if algo == "trpo" else "stable-baselines3 PPO"
         print(
-            f"| {script} | {env_id} | {ours_median:.0f} | {reference_name} | {reference_median:.0f} | {ceiling:.0f} "
-            f"| {ours_median / reference_median:.2f}x | {ours_median / ceiling:.0%} |",
+            f"| {script} | {env_id} | {ours_median:.0f} | {reference_name} | {reference_median:.0f} | {ceiling_median:.0f} "
+            f"| {ours_median / reference_median:.2f}x | {ours_median / ceiling_median:.0%} |",
             flush=True,
         )
-        print(f"<!-- {case} rounds: ours {ours}, reference {reference} -->", flush=True)
+        print(f"<!-- {case} rounds: ours {ours}, reference {reference}, random actions {ceiling} -->", flush=True)
 
 
 if __name__ == "__main__":
