@@ -8,6 +8,7 @@ allows). sb3-contrib TRPO at its default sub_sampling_factor of 1 needs about 9 
     pip install -r benchmarks/requirements.txt
     python benchmarks/speed_atari.py --rounds 3
     python benchmarks/speed_atari.py --rounds 2 --scripts trpo
+    python benchmarks/speed_atari.py --rounds 3 --precisions float32   # CPUs without bfloat16 instructions
 """
 
 import argparse
@@ -53,7 +54,13 @@ def main():
     parser.add_argument("--total-timesteps", type=int, default=8192, help="agent steps per PPO run")
     parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS for every run")
     parser.add_argument("--scripts", nargs="+", choices=["ppo", "trpo"], default=["ppo", "trpo"])
+    parser.add_argument(
+        "--precisions", nargs="+", choices=["float32", "bf16"], default=["float32", "bf16"],
+        help="which of our rows to run: --bf16 is many times slower on CPUs without bfloat16 instructions",
+    )  # fmt: skip
     args = parser.parse_args()
+    precision_flags = {"float32": "", "bf16": " --bf16"}
+    precisions = [precision_flags[precision] for precision in args.precisions]
 
     import trpo_atari
 
@@ -64,8 +71,8 @@ def main():
     commands, reference_of = {}, {}
     for script in args.scripts:
         for backend in ("ale", "gymnasium"):
-            for precision in ([], ["--bf16"]):
-                flags = [f"--backend={backend}", *precision]
+            for precision in precisions:
+                flags = [f"--backend={backend}", *precision.split()]
                 name = " ".join([f"{script}_atari.py", *flags])
                 commands[name] = [
                     sys.executable,
@@ -106,9 +113,10 @@ def main():
         commands["sb3-contrib TRPO --sub-sampling-factor=10"] = [*sb3_contrib, "--sub-sampling-factor=10"]
 
     results = {name: [] for name in commands}
-    for _ in range(args.rounds):
+    for round_number in range(1, args.rounds + 1):
         for name, command in commands.items():
             results[name].append(sps(command, args.threads))
+            print(f"round {round_number}: {name} {results[name][-1]:.0f} SPS", file=sys.stderr, flush=True)
     medians = {name: statistics.median(values) for name, values in results.items()}
     print(f"{args.env_id}, 8 envs, {args.threads} threads, {args.rounds} rounds\n")
     print("| implementation | SPS (median) | rounds | vs reference |")
@@ -121,12 +129,12 @@ def main():
     ceilings = {backend: random_action_sps(args.env_id, backend) for backend in ("ale", "gymnasium")}
     print(f"\nrandom actions, 8 envs: ale {ceilings['ale']:.0f} SPS, gymnasium {ceilings['gymnasium']:.0f} SPS")
     for script in args.scripts:
-        for precision in ("", " --bf16"):
+        for precision in precisions:
             ale = medians[f"{script}_atari.py --backend=ale{precision}"]
             gymnasium = medians[f"{script}_atari.py --backend=gymnasium{precision}"]
             print(f"{script}_atari.py{precision}, ale / gymnasium back end: {ale / gymnasium:.2f}x")
     if len(args.scripts) == 2:
-        for precision in ("", " --bf16"):
+        for precision in precisions:
             trpo, ppo = (medians[f"{script}_atari.py --backend=ale{precision}"] for script in ("trpo", "ppo"))
             print(f"trpo_atari.py / ppo_atari.py (ale{precision}): {trpo / ppo:.2f}x")
 

@@ -109,6 +109,29 @@ def test_bf16_networks_stay_close_to_float32_and_train_float32_weights(make_netw
     assert all(p.dtype == p.grad.dtype == torch.float32 for p in network_bf16.parameters())
 
 
+@pytest.mark.parametrize(
+    ("make_network", "plain_forward"),
+    [
+        (partial(ppo_atari.Agent, 4), lambda agent, x: (agent.actor(h := agent.trunk(x)), agent.critic(h).squeeze(-1))),
+        (partial(trpo_atari.Actor, 4), lambda actor, x: actor.net(x)),
+        (trpo_atari.Critic, lambda critic, x: critic.net(x).squeeze(-1)),
+    ],
+    ids=["ppo_agent", "trpo_actor", "trpo_critic"],
+)
+def test_channels_last_frames_give_the_outputs_and_gradients_of_the_plain_layout(make_network, plain_forward):
+    torch.manual_seed(0)
+    network, plain = make_network(), make_network()
+    plain.load_state_dict(network.state_dict())
+    frames = torch.randint(0, 256, (16, 4, 84, 84), dtype=torch.uint8)
+    outputs, expected = network(frames), plain_forward(plain, frames.float() / 255.0)
+    torch.testing.assert_close(outputs, expected, rtol=1e-4, atol=1e-5)
+    for network_outputs in (outputs, expected):
+        network_outputs = network_outputs if isinstance(network_outputs, tuple) else (network_outputs,)
+        sum((output**2).sum() for output in network_outputs).backward()
+    for ours, reference in zip(network.parameters(), plain.parameters()):
+        torch.testing.assert_close(ours.grad, reference.grad, rtol=1e-3, atol=1e-5)
+
+
 @pytest.mark.parametrize("script", ["ppo_atari.py", "trpo_atari.py"])
 def test_atari_bf16_smoke(script, tmp_path):
     tiny = TINY_ATARI if script == "ppo_atari.py" else TINY_TRPO_ATARI
