@@ -72,11 +72,15 @@ def gaussian_mean_kl(old, new):
 def test_fvp_matches_explicit_fisher(script, mean_kl_of_outputs):
     actor = script.Actor(2) if script is trpo_atari else script.Actor(3, 2)
     # A narrower body keeps the explicit Hessian small; the product only sees named parameters.
-    small_body = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+    small_body = [nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2)]
+    obs_shape = (16, 3)
     if script is trpo_continuous:
-        actor.mean = small_body
-    else:
-        actor.net = small_body
+        actor.mean = nn.Sequential(*small_body)
+    elif script is trpo_discrete:
+        actor.net = nn.Sequential(*small_body)
+    else:  # trpo_atari's actor takes (N, C, H, W) frames: here 1x1 frames of 3 channels, flattened
+        actor.net = nn.Sequential(nn.Flatten(), *small_body)
+        obs_shape = (16, 3, 1, 1)
     # trpo_atari's actor casts its (uint8 frame) input to float32, so it is checked in float32.
     dtype, tolerances, min_eigenvalue = (
         (torch.float32, {"rtol": 1e-4, "atol": 1e-6}, -1e-5)
@@ -87,7 +91,7 @@ def test_fvp_matches_explicit_fisher(script, mean_kl_of_outputs):
     with torch.no_grad():  # move away from the zero-initialised output layer and log-std
         for p in actor.parameters():
             p.add_(0.3 * torch.randn_like(p))
-    obs = torch.randn(16, 3, dtype=dtype) * (255.0 if script is trpo_atari else 1.0)  # trpo_atari divides by 255
+    obs = torch.randn(obs_shape, dtype=dtype) * (255.0 if script is trpo_atari else 1.0)  # trpo_atari divides by 255
     fisher = explicit_kl_hessian(actor, obs, mean_kl_of_outputs)
     fisher_vector_product = script.fisher_vector_product_fn(actor, obs)
     for _ in range(3):
