@@ -267,8 +267,8 @@ class Agent(nn.Module):
         compute, are bfloat16 (the weights and their gradients stay float32); the two small heads get
         the hidden features back in float32, so log-probs and values are computed in float32."""
         dtype = torch.bfloat16 if self.bf16 else torch.float32
-        # Channels-last (NHWC) frames: on CPU the training step's convolutions and their gradients
-        # run about 20% faster in that layout. Converted as uint8, the smallest copy.
+        # Channels-last (NHWC) frames: on CPU a training step (convolutions and their gradients)
+        # takes about a quarter less time in that layout. Converted as uint8, the smallest copy.
         frames = obs.contiguous(memory_format=torch.channels_last)
         with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             hidden = self.trunk(frames.to(dtype) / 255.0)
