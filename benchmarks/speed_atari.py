@@ -59,8 +59,8 @@ def main():
         help="which of our rows to run: --bf16 is many times slower on CPUs without bfloat16 instructions",
     )  # fmt: skip
     args = parser.parse_args()
-    precision_flags = {"float32": "", "bf16": " --bf16"}
-    precisions = [precision_flags[precision] for precision in args.precisions]
+    # Our rows are named by their flags: "... --backend=ale" and "... --backend=ale --bf16".
+    precision_suffixes = [{"float32": "", "bf16": " --bf16"}[precision] for precision in args.precisions]
 
     import trpo_atari
 
@@ -71,8 +71,8 @@ def main():
     commands, reference_of = {}, {}
     for script in args.scripts:
         for backend in ("ale", "gymnasium"):
-            for precision in precisions:
-                flags = [f"--backend={backend}", *precision.split()]
+            for suffix in precision_suffixes:
+                flags = f"--backend={backend}{suffix}".split()
                 name = " ".join([f"{script}_atari.py", *flags])
                 commands[name] = [
                     sys.executable,
@@ -129,14 +129,14 @@ def main():
     ceilings = {backend: random_action_sps(args.env_id, backend) for backend in ("ale", "gymnasium")}
     print(f"\nrandom actions, 8 envs: ale {ceilings['ale']:.0f} SPS, gymnasium {ceilings['gymnasium']:.0f} SPS")
     for script in args.scripts:
-        for precision in precisions:
-            ale = medians[f"{script}_atari.py --backend=ale{precision}"]
-            gymnasium = medians[f"{script}_atari.py --backend=gymnasium{precision}"]
-            print(f"{script}_atari.py{precision}, ale / gymnasium back end: {ale / gymnasium:.2f}x")
+        for suffix in precision_suffixes:
+            ale = medians[f"{script}_atari.py --backend=ale{suffix}"]
+            gymnasium = medians[f"{script}_atari.py --backend=gymnasium{suffix}"]
+            print(f"{script}_atari.py{suffix}, ale / gymnasium back end: {ale / gymnasium:.2f}x")
     if len(args.scripts) == 2:
-        for precision in precisions:
-            trpo, ppo = (medians[f"{script}_atari.py --backend=ale{precision}"] for script in ("trpo", "ppo"))
-            print(f"trpo_atari.py / ppo_atari.py (ale{precision}): {trpo / ppo:.2f}x")
+        for suffix in precision_suffixes:
+            trpo, ppo = (medians[f"{script}_atari.py --backend=ale{suffix}"] for script in ("trpo", "ppo"))
+            print(f"trpo_atari.py / ppo_atari.py (ale{suffix}): {trpo / ppo:.2f}x")
 
 
 if __name__ == "__main__":
