@@ -283,8 +283,8 @@ def test_numpy_forward_is_a_snapshot_of_the_network(script):
     obs = torch.randn(16, 3)
     forward = script.numpy_forward_fn(net)
     with torch.no_grad():
-        np.testing.assert_allclose(forward(obs.numpy()), net(obs).numpy(), rtol=1e-5, atol=1e-6)
         expected = net(obs).numpy()
+        np.testing.assert_allclose(forward(obs.numpy()), expected, rtol=1e-5, atol=1e-6)
         for p in net.parameters():
             p.add_(1.0)
     # Later changes to the weights (the update) do not reach a snapshot taken before them.
