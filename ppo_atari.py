@@ -2,15 +2,19 @@
 
 Proximal Policy Optimization (Schulman et al., 2017) with GAE, on the standard Atari settings
 (8 envs x 128 steps, 4 epochs of 4 minibatches, clip 0.1, learning rate 2.5e-4 annealed).
-Two environment back ends give the learner the same thing, uint8 observations (num_envs, 4, 84, 84):
+Two environment back ends give the learner uint8 observations (num_envs, 4, 84, 84):
   ale        ale-py's C++ vector env (fast: frame skip, pooling and stacking happen in C++);
   gymnasium  the standard wrapper stack, written below, in a gymnasium vector env.
+They differ after a lost life: the gymnasium stack takes a no-op step and starts a new frame stack,
+the ale one goes on with neither. Evaluation always plays on the gymnasium stack.
 A life loss ends the bootstrapped return (terminated) but not the game; charts/episodic_return
 is the unclipped score of a whole game.
-The default budget, 10M agent steps (40M frames), takes about 14 hours of one CPU thread:
---checkpoint-every N and --resume PATH split it over sessions.
+The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
+a long run into parts.
 """
 
+import glob
+import math
 import os
 import pickle
 import random
@@ -18,7 +22,7 @@ import re
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import ale_py
@@ -30,6 +34,8 @@ from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 gym.register_envs(ale_py)
+# ALE prints a banner to stderr whenever it starts a game; keep its warnings and errors only.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 # Resuming with other values of these would not continue the same training run.
 RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps")
@@ -43,8 +49,8 @@ class Args:
     """seed of python, numpy, torch, every env and action space"""
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
-    cuda: bool = False
-    """if toggled and a GPU is available, train on CUDA"""
+    cuda: bool = True
+    """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
     """if toggled, track the run with Weights and Biases"""
     wandb_project_name: str = "ppo"
@@ -52,7 +58,7 @@ class Args:
     wandb_entity: str | None = None
     """the wandb entity (team)"""
     capture_video: bool = False
-    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end)"""
+    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end) and of the final evaluation into videos/{run_name}/eval"""
     save_model: bool = False
     """if toggled, save the network to runs/{run_name}/{exp_name}.model"""
     checkpoint_every: int = 0
@@ -99,14 +105,19 @@ class Args:
     bf16: bool = False
     """if toggled, run the CNN trunk in bfloat16 autocast (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     eval_episodes: int = 10
-    """evaluation games after training (greedy actions, 5% random; see evaluate)"""
+    """games per evaluation (greedy actions, 5% random; see evaluate): after training and every eval_every iterations"""
+    eval_every: int = 0
+    """if positive, evaluate the current policy every this many iterations, logged against global_step"""
+    eval_only: str | None = None
+    """a .model (--save-model) or checkpoint.pt file: evaluate (and with --capture-video record) it instead of training"""
 
-    batch_size: int = 0
-    """the batch size, num_envs * num_steps (computed at runtime)"""
-    minibatch_size: int = 0
-    """the minibatch size, batch_size // num_minibatches (computed at runtime)"""
-    num_iterations: int = 0
-    """the number of policy updates (computed at runtime)"""
+    # Computed at runtime, not flags.
+    batch_size: int = field(default=0, init=False)
+    """the batch size, num_envs * num_steps"""
+    minibatch_size: int = field(default=0, init=False)
+    """the minibatch size, batch_size // num_minibatches"""
+    num_iterations: int = field(default=0, init=False)
+    """the number of policy updates"""
 
 
 def ale_game_and_sticky_actions(env_id):
@@ -267,8 +278,8 @@ class Agent(nn.Module):
         compute, are bfloat16 (the weights and their gradients stay float32); the two small heads get
         the hidden features back in float32, so log-probs and values are computed in float32."""
         dtype = torch.bfloat16 if self.bf16 else torch.float32
-        # Channels-last (NHWC) frames: on CPU a training step (convolutions and their gradients)
-        # takes about a quarter less time in that layout. Converted as uint8, the smallest copy.
+        # Channels-last (NHWC) frames: oneDNN's CPU convolutions and their gradients are faster in
+        # that layout. Converted as uint8, the smallest copy.
         frames = obs.contiguous(memory_format=torch.channels_last)
         with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             hidden = self.trunk(frames.to(dtype) / 255.0)
@@ -277,14 +288,12 @@ class Agent(nn.Module):
 
 
 def sample_action(logits):
-    """Sample a ~ softmax(logits) by inverse CDF and return (action, log pi(a|s)).
+    """Sample a ~ softmax(logits) for each row, by inverse CDF.
 
     Written out rather than through torch.distributions.Categorical, whose construction costs
     more than the rest of the step at rollout batch sizes."""
-    log_probs = torch.log_softmax(logits, dim=-1)
-    cumulative = log_probs.exp().cumsum(-1)
-    action = (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1, keepdim=True).clamp(max=logits.shape[-1] - 1)
-    return action.squeeze(-1), log_probs.gather(-1, action).squeeze(-1)
+    cumulative = torch.softmax(logits, dim=-1).cumsum(-1)
+    return (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1).clamp(max=logits.shape[-1] - 1)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
@@ -312,7 +321,7 @@ def flatten_steps_envs(*tensors):
 
 
 def model_state(agent, args):
-    """What --save-model writes and evaluate reads."""
+    """What --save-model writes and --eval-only reads."""
     return {"agent": agent.state_dict(), "args": vars(args)}
 
 
@@ -322,16 +331,18 @@ def save_atomically(state, path):
     os.replace(f"{path}.tmp", path)
 
 
-def evaluate(checkpoint, args, device, epsilon=0.05):
-    """Whole games with a fresh network loaded from a checkpoint, through the gymnasium stack.
+def evaluate(agent, args, device, video_name=None, epsilon=0.05):
+    """args.eval_episodes whole games of the agent's policy through the gymnasium stack, recorded into
+    videos/{video_name} if given; returns their scores.
 
     Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
-    a fully greedy policy can stall forever in games like Breakout that wait for FIRE."""
+    a fully greedy policy can stall forever in games like Breakout that wait for FIRE. Its env and
+    its epsilon draws are seeded with seed + 10_000 and it draws from no global random generator,
+    so evaluating during training leaves the run unchanged."""
     env = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, 1, False, "")], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+        [make_env(args.env_id, 0, video_name is not None, video_name)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
-    agent = Agent(env.single_action_space.n, args.bf16).to(device)
-    agent.load_state_dict(checkpoint["agent"])
     rng = np.random.default_rng(args.seed + 10_000)
     obs, _ = env.reset(seed=args.seed + 10_000)
     scores = []
@@ -342,26 +353,69 @@ def evaluate(checkpoint, args, device, epsilon=0.05):
         if rng.random() < epsilon:
             action = rng.integers(env.single_action_space.n, size=1)
         obs, _, _, _, infos = env.step(action)
-        final = infos.get("final_info", {})
-        if "_episode" in final and final["_episode"][0]:
-            scores.append(float(final["episode"]["r"][0]))
+        final_info = infos.get("final_info", {})
+        if "_episode" in final_info and final_info["_episode"][0]:
+            scores.append(float(final_info["episode"]["r"][0]))
     env.close()
     return scores
 
 
+def summarize_evaluation(scores):
+    """The one-line summary of an evaluation's game scores."""
+    return f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
+
+
+def load_model(path, num_actions, bf16):
+    """Return (the agent saved in a .model or checkpoint.pt file, None), or (None, why it cannot be used here)."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        return None, f"cannot read model file {path!r} ({type(e).__name__})"
+    try:
+        agent = Agent(num_actions, bf16)
+        agent.load_state_dict(checkpoint["agent"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        return None, f"{path!r} is not a model of this script for this game ({type(e).__name__})"
+    return agent, None
+
+
+def select_device(use_cuda, script):
+    """CUDA when asked for and available; otherwise the CPU, saying so when CUDA was asked for."""
+    if use_cuda and not torch.cuda.is_available():
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
+    return torch.device("cuda" if use_cuda and torch.cuda.is_available() else "cpu")
+
+
 def check_args(args):
-    """Return an error message for arguments no run can use, else None."""
-    if args.num_envs < 1 or args.num_steps < 1:
-        return "num_envs and num_steps must be at least 1"
-    if args.num_minibatches < 1 or args.num_envs * args.num_steps < args.num_minibatches:
-        return "num_minibatches must be between 1 and num_envs * num_steps"
-    if args.target_kl is not None and args.target_kl <= 0:
-        return "target_kl must be positive"
-    if args.total_timesteps < args.num_envs * args.num_steps:
-        return "total_timesteps must be at least num_envs * num_steps"
-    if args.checkpoint_every < 0:
-        return "checkpoint_every must be at least 0"
-    return None
+    """Return an error message for the first argument no run can use, else None.
+
+    Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
+    inf = math.inf
+    requirements = [
+        (args.num_envs >= 1, "num_envs must be at least 1"),
+        (args.num_steps >= 1, "num_steps must be at least 1"),
+        (
+            args.total_timesteps >= args.num_envs * args.num_steps,
+            "total_timesteps must be at least num_envs * num_steps",
+        ),
+        (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
+        (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
+        (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
+        (
+            1 <= args.num_minibatches <= args.num_envs * args.num_steps,
+            "num_minibatches must be in [1, num_envs * num_steps]",
+        ),
+        (args.update_epochs >= 1, "update_epochs must be at least 1"),
+        (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
+        (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
+        (0 <= args.vf_coef < inf, "vf_coef must be non-negative and finite"),
+        (0 < args.max_grad_norm < inf, "max_grad_norm must be positive and finite"),
+        (args.target_kl is None or 0 < args.target_kl < inf, "target_kl must be positive and finite"),
+        (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
+        (args.eval_every >= 0, "eval_every must be at least 0"),
+        (args.checkpoint_every >= 0, "checkpoint_every must be at least 0"),
+    ]
+    return next((message for ok, message in requirements if not ok), None)
 
 
 def load_training_state(path, args):
@@ -386,6 +440,23 @@ def main(args):
     args.batch_size = args.num_envs * args.num_steps
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
+
+    if args.eval_only is not None:
+        try:
+            env = make_env(args.env_id, 0, False, "")()
+        except (ValueError, gym.error.Error) as e:
+            sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
+        num_actions = env.action_space.n
+        env.close()
+        agent, error = load_model(args.eval_only, num_actions, args.bf16)
+        if error:
+            sys.exit(f"{script}: error: {error}")
+        device = select_device(args.cuda, script)
+        video_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}/eval"
+        scores = evaluate(agent.to(device), args, device, video_name if args.capture_video else None)
+        print(f"eval: {summarize_evaluation(scores)}")
+        return scores
+
     resumed = None
     if args.resume is not None:
         resumed, error = load_training_state(args.resume, args)
@@ -426,7 +497,7 @@ def main(args):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = select_device(args.cuda, script)
 
     agent = Agent(envs.single_action_space.n, args.bf16).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -435,10 +506,12 @@ def main(args):
         agent.load_state_dict(resumed["agent"])
         optimizer.load_state_dict(resumed["optimizer"])
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
-        python_rng, numpy_rng, torch_rng = resumed["rng"]
+        python_rng, numpy_rng, torch_rng, cuda_rngs = resumed["rng"]
         random.setstate(python_rng)
         np.random.set_state(numpy_rng)
         torch.set_rng_state(torch_rng)
+        if cuda_rngs is not None and device.type == "cuda":
+            torch.cuda.set_rng_state_all(cuda_rngs)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -466,7 +539,8 @@ def main(args):
             observations[step] = next_obs
             with torch.no_grad():
                 logits, values[step] = agent(next_obs)
-                action, logprobs[step] = sample_action(logits)
+                action = sample_action(logits)
+                logprobs[step] = torch.log_softmax(logits, dim=-1).gather(-1, action[:, None]).squeeze(-1)
             actions[step] = action
 
             next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
@@ -561,24 +635,33 @@ def main(args):
                 "wandb_id": wandb.run.id if args.track else None,
                 "iteration": iteration,
                 "global_step": global_step,
-                "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state()),
+                "rng": (
+                    random.getstate(),
+                    np.random.get_state(),
+                    torch.get_rng_state(),
+                    torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
+                ),
             }
             save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
+        if args.eval_every and iteration % args.eval_every == 0:
+            eval_returns = evaluate(agent, args, device)
+            writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
+            print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
 
-    checkpoint = model_state(agent, args)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.model"
-        torch.save(checkpoint, model_path)
+        torch.save(model_state(agent, args), model_path)
         print(f"model saved to {model_path}")
-        checkpoint = torch.load(model_path, map_location=device)
-    eval_returns = evaluate(checkpoint, args, device)
+    eval_returns = evaluate(agent, args, device, f"{run_name}/eval" if args.capture_video else None)
+    # The final evaluation game by game, and its mean as the last point of the evaluation curve.
     for i, episodic_return in enumerate(eval_returns):
-        writer.add_scalar("eval/episodic_return", episodic_return, i)
-    print(f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} games")
+        writer.add_scalar("eval/final_episodic_return", episodic_return, i)
+    writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
+    print(f"eval: {summarize_evaluation(eval_returns)}")
 
     if args.track and args.capture_video:
-        for video in sorted(os.listdir(f"videos/{run_name}")):
-            wandb.log({"videos": wandb.Video(f"videos/{run_name}/{video}")})
+        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
+            wandb.log({"videos": wandb.Video(video)})
     envs.close()
     writer.close()
     return eval_returns

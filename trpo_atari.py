@@ -12,13 +12,13 @@ iteration:
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
   3. fits a separate value network (its own CNN, so a critic update can never move the policy).
 Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
-On Breakout, the default max_kl of 0.001 per 8192-step batch (OpenAI baselines' Atari TRPO setting)
-kept the score rising for all of a 2.5M-agent-step run, while 0.01 collapsed the policy's entropy
-within 650k.
-The default budget, 10M agent steps (40M frames), takes about 28 hours of one CPU thread:
---checkpoint-every N and --resume PATH split it over sessions.
+The default max_kl of 0.001 per 8192-step batch is OpenAI baselines' Atari TRPO setting.
+The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
+a long run into parts.
 """
 
+import glob
+import math
 import os
 import pickle
 import random
@@ -26,7 +26,7 @@ import re
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
 
@@ -44,6 +44,8 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
 gym.register_envs(ale_py)
+# ALE prints a banner to stderr whenever it starts a game; keep its warnings and errors only.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 # Resuming with other values of these would not continue the same training run.
 RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps", "norm_reward")
@@ -57,8 +59,8 @@ class Args:
     """seed of python, numpy, torch, every env and action space"""
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
-    cuda: bool = False
-    """if toggled and a GPU is available, train on CUDA"""
+    cuda: bool = True
+    """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
     """if toggled, track the run with Weights and Biases"""
     wandb_project_name: str = "trpo"
@@ -66,7 +68,7 @@ class Args:
     wandb_entity: str | None = None
     """the wandb entity (team)"""
     capture_video: bool = False
-    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end)"""
+    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end) and of the final evaluation into videos/{run_name}/eval"""
     save_model: bool = False
     """if toggled, save the networks and reward statistics to runs/{run_name}/{exp_name}.model"""
     checkpoint_every: int = 0
@@ -93,7 +95,7 @@ class Args:
     norm_reward: bool = True
     """if toggled, scale the (clipped) rewards by the running std of the discounted return"""
     max_kl: float = 0.001
-    """the initial trust region radius: the largest mean KL(old || new) a step may reach (0.01 collapsed Breakout)"""
+    """the initial trust region radius: the largest mean KL(old || new) a step may reach"""
     cg_iters: int = 10
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
@@ -116,6 +118,8 @@ class Args:
     """max_kl is multiplied by this when the trust region shrinks"""
     min_max_kl: float = 0.0001
     """the floor of max_kl"""
+    max_state_kl: float = 0.1
+    """the largest KL(old || new) a step may reach in any one state of the batch, whatever max_kl is"""
     damping_growth: float = 2.0
     """cg_damping is multiplied by this when the trust region shrinks"""
     max_damping: float = 1.0
@@ -129,12 +133,17 @@ class Args:
     bf16: bool = False
     """if toggled, run all layers of the CNNs but the last in bfloat16 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     eval_episodes: int = 10
-    """evaluation games after training (greedy actions, 5% random; see evaluate)"""
+    """games per evaluation (greedy actions, 5% random; see evaluate): after training and every eval_every iterations"""
+    eval_every: int = 0
+    """if positive, evaluate the current policy every this many iterations, logged against global_step"""
+    eval_only: str | None = None
+    """a .model (--save-model) or checkpoint.pt file: evaluate (and with --capture-video record) it instead of training"""
 
-    batch_size: int = 0
-    """the batch size, num_envs * num_steps (computed at runtime)"""
-    num_iterations: int = 0
-    """the number of policy updates (computed at runtime)"""
+    # Computed at runtime, not flags.
+    batch_size: int = field(default=0, init=False)
+    """the batch size, num_envs * num_steps"""
+    num_iterations: int = field(default=0, init=False)
+    """the number of policy updates"""
 
 
 def ale_game_and_sticky_actions(env_id):
@@ -294,8 +303,8 @@ def nature_cnn_forward(net, obs, bf16):
     # Unpacked rather than sliced: net[:-1] would build a new nn.Sequential on every call.
     *hidden_layers, last_layer = net
     dtype = torch.bfloat16 if bf16 else torch.float32
-    # Channels-last (NHWC) frames: on CPU the critic's steps and the Fisher-vector products take
-    # 16-27% less time in that layout. Converted as uint8, the smallest copy.
+    # Channels-last (NHWC) frames: oneDNN's CPU convolutions and their gradients are faster in that
+    # layout. Converted as uint8, the smallest copy.
     frames = obs.contiguous(memory_format=torch.channels_last)
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         features = frames.to(dtype) / 255.0
@@ -354,15 +363,14 @@ class RunningMeanStd:
         self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
 
 
-def sample_action(actor, obs):
-    """Sample a ~ pi(.|s) by inverse CDF and return (action, log pi(a|s)).
+def sample_action(logits):
+    """Sample a ~ softmax(logits) for each row, by inverse CDF.
 
     Written out rather than through torch.distributions.Categorical, whose construction costs
-    more than the rest of the step at rollout batch sizes."""
-    log_probs = torch.log_softmax(actor(obs), dim=-1)
-    cumulative = log_probs.exp().cumsum(-1)
-    action = (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1, keepdim=True).clamp(max=log_probs.shape[-1] - 1)
-    return action.squeeze(-1), log_probs.gather(-1, action).squeeze(-1)
+    more than the rest of the step at rollout batch sizes. The log-probs pi_old(a|s) are computed
+    after the rollout in one batched pass, since the policy does not change during it."""
+    cumulative = torch.softmax(logits, dim=-1).cumsum(-1)
+    return (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1).clamp(max=logits.shape[-1] - 1)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
@@ -393,9 +401,9 @@ def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef)
     return (ratio * advantages).mean() + ent_coef * dist.entropy().mean()
 
 
-def mean_kl(actor, obs, old_logits):
-    """Mean KL(pi_old || pi_theta) over the states; the old distribution is a constant."""
-    return kl_divergence(Categorical(logits=old_logits.detach()), Categorical(logits=actor(obs))).mean()
+def state_kls(actor, obs, old_logits):
+    """KL(pi_old(.|s) || pi_theta(.|s)) for every state; the old distribution is a constant."""
+    return kl_divergence(Categorical(logits=old_logits.detach()), Categorical(logits=actor(obs)))
 
 
 def fisher_vector_product_fn(actor, obs):
@@ -404,8 +412,8 @@ def fisher_vector_product_fn(actor, obs):
     At theta_old the KL's gradient w.r.t. the logits z is zero, so its Hessian w.r.t. theta is the
     Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and M = diag(p) - p p^T the Hessian
     of the KL w.r.t. z. J v is one forward-mode pass (dual numbers) and J^T u one backward pass
-    through a graph built once. For this CNN that takes about 12% less time than getting J v by a
-    double backward pass, which is the faster choice for small MLPs.
+    through a graph built once. For this CNN that is faster than getting J v by a double backward
+    pass, which is the faster choice for small MLPs.
     """
     params = dict(actor.named_parameters())
     logits = actor(obs)
@@ -445,12 +453,17 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
     return x
 
 
-def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_iters, backtrack_coeff):
+def line_search(
+    actor, objective_fn, kl_fn, full_step, old_objective, max_kl, max_state_kl, backtrack_iters, backtrack_coeff
+):
     """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
-    mean KL is at most max_kl and whose objective beats old_objective = objective_fn() at theta_old.
-    On failure theta_old is restored.
+    mean KL is at most max_kl, whose largest per-state KL is at most max_state_kl, and whose
+    objective beats old_objective = objective_fn() at theta_old. On failure theta_old is restored.
 
-    Returns (success, step_fraction, iterations, kl, actual_improvement); kl is NaN on failure.
+    The TRPO paper's bound (its Theorem 1) is on the largest per-state KL; its practical algorithm
+    bounds the mean, which alone lets a large max_kl put a big change on a few states. kl_fn returns
+    the per-state KLs. Returns (success, step_fraction, iterations, kl, max state kl,
+    actual_improvement); both KLs are NaN on failure.
     """
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
@@ -458,19 +471,25 @@ def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, ba
             step_fraction = backtrack_coeff**k
             vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
             improvement = objective_fn().item() - old_objective
-            kl = kl_fn().item()
-            # NaN fails both comparisons, so a non-finite trial step is never accepted.
-            if kl <= max_kl and improvement > 0:
-                return True, step_fraction, k + 1, kl, improvement
+            kls = kl_fn()
+            kl, largest_kl = kls.mean().item(), kls.max().item()
+            # NaN fails every comparison, so a non-finite trial step is never accepted.
+            if kl <= max_kl and largest_kl <= max_state_kl and improvement > 0:
+                return True, step_fraction, k + 1, kl, largest_kl, improvement
         vector_to_parameters(old_params, actor.parameters())
-    return False, 0.0, backtrack_iters, float("nan"), 0.0
+    return False, 0.0, backtrack_iters, float("nan"), float("nan"), 0.0
 
 
-def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, cg_damping, cg_iters, backtrack_iters, backtrack_coeff):
+def trpo_step(
+    actor, objective_fn, kl_fn, fvp_obs, max_kl, max_state_kl, cg_damping, cg_iters, backtrack_iters, backtrack_coeff
+):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
     step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
+    The step length uses the undamped x^T F x, the KL's own quadratic model, where OpenAI baselines,
+    Spinning Up and sb3-contrib use x^T (F + damping I) x: the damping only regularizes the solve,
+    and counting it in the length would make every step shorter than max_kl allows.
     """
     objective = objective_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
@@ -480,6 +499,7 @@ def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, cg_damping, cg_iters,
     full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
     diagnostics = {
         "kl": float("nan"),
+        "max_state_kl": float("nan"),
         "expected_improvement": 0.0,
         "actual_improvement": 0.0,
         "line_search_success": 0.0,
@@ -489,11 +509,20 @@ def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, cg_damping, cg_iters,
     }
     if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
         return diagnostics
-    success, step_fraction, iters, kl, actual_improvement = line_search(
-        actor, objective_fn, kl_fn, full_step, objective.item(), max_kl, backtrack_iters, backtrack_coeff
+    success, step_fraction, iters, kl, largest_kl, actual_improvement = line_search(
+        actor,
+        objective_fn,
+        kl_fn,
+        full_step,
+        objective.item(),
+        max_kl,
+        max_state_kl,
+        backtrack_iters,
+        backtrack_coeff,
     )
     diagnostics.update(
         kl=kl,
+        max_state_kl=largest_kl,
         expected_improvement=step_fraction * (policy_gradient @ full_step).item(),
         actual_improvement=actual_improvement,
         line_search_success=float(success),
@@ -524,9 +553,11 @@ def adapt_trust_region(max_kl, damping, consecutive_failures, success, args):
 
 def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
     """Adam on shuffled minibatches of 1/2 (V(s) - R)^2; returns (mean loss, skipped steps).
-    Non-finite losses or gradients skip their step."""
+
+    A step whose loss or gradient is not finite is skipped, so a broken observation or return never
+    reaches the weights."""
     batch_size = obs.shape[0]
-    minibatch_size = max(1, batch_size // minibatches)
+    minibatch_size = batch_size // minibatches
     losses, skipped = [], 0
     for _ in range(epochs):
         permutation = torch.randperm(batch_size, device=obs.device)
@@ -540,12 +571,12 @@ def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
                 skipped += 1
                 continue
             optimizer.step()
-            losses.append(value_loss.item())
-    return (np.mean(losses) if losses else float("nan")), skipped
+            losses.append(value_loss.detach())
+    return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
 def model_state(actor, critic, return_rms, args):
-    """What --save-model writes and evaluate reads."""
+    """What --save-model writes and --eval-only reads."""
     return {
         "actor": actor.state_dict(),
         "critic": critic.state_dict(),
@@ -560,16 +591,18 @@ def save_atomically(state, path):
     os.replace(f"{path}.tmp", path)
 
 
-def evaluate(checkpoint, args, device, epsilon=0.05):
-    """Whole games with a fresh actor loaded from a checkpoint, through the gymnasium stack.
+def evaluate(actor, args, device, video_name=None, epsilon=0.05):
+    """args.eval_episodes whole games of the actor through the gymnasium stack, recorded into
+    videos/{video_name} if given; returns their scores.
 
     Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
-    a fully greedy policy can stall forever in games like Breakout that wait for FIRE."""
+    a fully greedy policy can stall forever in games like Breakout that wait for FIRE. Its env and
+    its epsilon draws are seeded with seed + 10_000 and it draws from no global random generator,
+    so evaluating during training leaves the run unchanged."""
     env = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, 1, False, "")], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+        [make_env(args.env_id, 0, video_name is not None, video_name)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
-    actor = Actor(env.single_action_space.n, args.bf16).to(device)
-    actor.load_state_dict(checkpoint["actor"])
     rng = np.random.default_rng(args.seed + 10_000)
     obs, _ = env.reset(seed=args.seed + 10_000)
     scores = []
@@ -586,19 +619,76 @@ def evaluate(checkpoint, args, device, epsilon=0.05):
     return scores
 
 
+def summarize_evaluation(scores):
+    """The one-line summary of an evaluation's game scores."""
+    return f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
+
+
+def load_model(path, num_actions, bf16):
+    """Return (the actor saved in a .model or checkpoint.pt file, None), or (None, why it cannot be used here)."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        return None, f"cannot read model file {path!r} ({type(e).__name__})"
+    try:
+        actor = Actor(num_actions, bf16)
+        actor.load_state_dict(checkpoint["actor"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        return None, f"{path!r} is not a model of this script for this game ({type(e).__name__})"
+    return actor, None
+
+
+def select_device(use_cuda, script):
+    """CUDA when asked for and available; otherwise the CPU, saying so when CUDA was asked for."""
+    if use_cuda and not torch.cuda.is_available():
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
+    return torch.device("cuda" if use_cuda and torch.cuda.is_available() else "cpu")
+
+
 def check_args(args):
-    """Return an error message for arguments no run can use, else None."""
-    if args.num_envs < 1 or args.num_steps < 1:
-        return "num_envs and num_steps must be at least 1"
-    if args.max_kl <= 0 or args.min_max_kl <= 0:
-        return "max_kl and min_max_kl must be positive"
-    if not 0 < args.fvp_subsample <= 1:
-        return "fvp_subsample must be in (0, 1]"
-    if args.total_timesteps < args.num_envs * args.num_steps:
-        return "total_timesteps must be at least num_envs * num_steps"
-    if args.checkpoint_every < 0:
-        return "checkpoint_every must be at least 0"
-    return None
+    """Return an error message for the first argument no run can use, else None.
+
+    Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
+    inf = math.inf
+    requirements = [
+        (args.num_envs >= 1, "num_envs must be at least 1"),
+        (args.num_steps >= 1, "num_steps must be at least 1"),
+        (
+            args.total_timesteps >= args.num_envs * args.num_steps,
+            "total_timesteps must be at least num_envs * num_steps",
+        ),
+        (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
+        (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
+        (0 < args.max_kl < inf, "max_kl must be positive and finite"),
+        (0 < args.min_max_kl <= args.max_kl, "min_max_kl must be in (0, max_kl]"),
+        (args.max_kl <= args.max_state_kl < inf, "max_state_kl must be finite and at least max_kl"),
+        (args.cg_iters >= 1, "cg_iters must be at least 1"),
+        (
+            0 <= args.cg_damping <= args.max_damping < inf,
+            "cg_damping and max_damping must satisfy 0 <= cg_damping <= max_damping < inf",
+        ),
+        (0 < args.fvp_subsample <= 1, "fvp_subsample must be in (0, 1]"),
+        (args.backtrack_iters >= 1, "backtrack_iters must be at least 1"),
+        (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
+        (
+            0 <= args.min_ent_coef <= args.ent_coef < inf,
+            "ent_coef and min_ent_coef must satisfy 0 <= min_ent_coef <= ent_coef < inf",
+        ),
+        (0 < args.ent_decay <= 1, "ent_decay must be in (0, 1]"),
+        (args.ls_fail_threshold >= 1, "ls_fail_threshold must be at least 1"),
+        (0 < args.max_kl_decay <= 1, "max_kl_decay must be in (0, 1]"),
+        (1 <= args.damping_growth < inf, "damping_growth must be at least 1 and finite"),
+        (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
+        (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
+        (
+            1 <= args.vf_minibatches <= args.num_envs * args.num_steps,
+            "vf_minibatches must be in [1, num_envs * num_steps]",
+        ),
+        (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
+        (args.eval_every >= 0, "eval_every must be at least 0"),
+        (args.checkpoint_every >= 0, "checkpoint_every must be at least 0"),
+    ]
+    return next((message for ok, message in requirements if not ok), None)
 
 
 def load_training_state(path, args):
@@ -622,6 +712,23 @@ def main(args):
         sys.exit(f"{script}: error: {error}")
     args.batch_size = args.num_envs * args.num_steps
     args.num_iterations = args.total_timesteps // args.batch_size
+
+    if args.eval_only is not None:
+        try:
+            env = make_env(args.env_id, 0, False, "")()
+        except (ValueError, gym.error.Error) as e:
+            sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
+        num_actions = env.action_space.n
+        env.close()
+        actor, error = load_model(args.eval_only, num_actions, args.bf16)
+        if error:
+            sys.exit(f"{script}: error: {error}")
+        device = select_device(args.cuda, script)
+        video_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}/eval"
+        scores = evaluate(actor.to(device), args, device, video_name if args.capture_video else None)
+        print(f"eval: {summarize_evaluation(scores)}")
+        return scores
+
     resumed = None
     if args.resume is not None:
         resumed, error = load_training_state(args.resume, args)
@@ -662,7 +769,7 @@ def main(args):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = select_device(args.cuda, script)
 
     actor = Actor(envs.single_action_space.n, args.bf16).to(device)
     critic = Critic(args.bf16).to(device)
@@ -680,16 +787,17 @@ def main(args):
             return_rms.load_state_dict(resumed["return_rms"])
         max_kl, damping, ent_coef, consecutive_failures = resumed["trust_region"]
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
-        python_rng, numpy_rng, torch_rng = resumed["rng"]
+        python_rng, numpy_rng, torch_rng, cuda_rngs = resumed["rng"]
         random.setstate(python_rng)
         np.random.set_state(numpy_rng)
         torch.set_rng_state(torch_rng)
+        if cuda_rngs is not None and device.type == "cuda":
+            torch.cuda.set_rng_state_all(cuda_rngs)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
     observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
     actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
     rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
 
@@ -707,7 +815,7 @@ def main(args):
             global_step += args.num_envs
             observations[step] = next_obs
             with torch.no_grad():
-                action, logprobs[step] = sample_action(actor, next_obs)
+                action = sample_action(actor(next_obs))
             actions[step] = action
 
             next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
@@ -716,7 +824,8 @@ def main(args):
                 writer.add_scalar("charts/episodic_return", game_return, global_step)
                 writer.add_scalar("charts/episodic_length", game_length, global_step)
 
-            reward = np.sign(reward)
+            # ale-py's rewards are integers; float32 before anything fractional is added to them.
+            reward = np.sign(reward).astype(np.float32)
             if return_rms is not None:
                 discounted_return = discounted_return * args.gamma + reward
                 return_rms.update(discounted_return)
@@ -738,16 +847,20 @@ def main(args):
             values = torch.cat(flat_values).view(args.num_steps, args.num_envs)
             next_value = critic(next_obs)
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-        b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = flatten_steps_envs(
-            observations, actions, logprobs, advantages, returns, values
+        b_obs, b_actions, b_advantages, b_returns, b_values = flatten_steps_envs(
+            observations, actions, advantages, returns, values
         )
         if args.norm_adv:
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
+        # pi_old: the actor as it was during the rollout, in one batched pass.
         with torch.no_grad():
             old_logits = actor(b_obs)
+            old_dist = Categorical(logits=old_logits)
+            b_logprobs = old_dist.log_prob(b_actions)
+            entropy = old_dist.entropy().mean().item()
         objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
-        kl_fn = partial(mean_kl, actor, b_obs, old_logits)
+        kl_fn = partial(state_kls, actor, b_obs, old_logits)
         fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
         fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
         diagnostics = trpo_step(
@@ -756,6 +869,7 @@ def main(args):
             kl_fn,
             fvp_obs,
             max_kl,
+            args.max_state_kl,
             damping,
             args.cg_iters,
             args.backtrack_iters,
@@ -773,8 +887,6 @@ def main(args):
             critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
         )
 
-        with torch.no_grad():
-            entropy = Categorical(logits=old_logits).entropy().mean().item()
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
         sps = int((global_step - start_step) / (time.time() - start_time))
@@ -790,7 +902,7 @@ def main(args):
             f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
             f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
             f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
-            f"kl {diagnostics['kl']:.4f}/{max_kl:.4f}"
+            f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g}"
             + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
         )
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:
@@ -802,24 +914,33 @@ def main(args):
                 "iteration": iteration,
                 "global_step": global_step,
                 "trust_region": (max_kl, damping, ent_coef, consecutive_failures),
-                "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state()),
+                "rng": (
+                    random.getstate(),
+                    np.random.get_state(),
+                    torch.get_rng_state(),
+                    torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
+                ),
             }
             save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
+        if args.eval_every and iteration % args.eval_every == 0:
+            eval_returns = evaluate(actor, args, device)
+            writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
+            print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
 
-    checkpoint = model_state(actor, critic, return_rms, args)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.model"
-        torch.save(checkpoint, model_path)
+        torch.save(model_state(actor, critic, return_rms, args), model_path)
         print(f"model saved to {model_path}")
-        checkpoint = torch.load(model_path, map_location=device)
-    eval_returns = evaluate(checkpoint, args, device)
+    eval_returns = evaluate(actor, args, device, f"{run_name}/eval" if args.capture_video else None)
+    # The final evaluation game by game, and its mean as the last point of the evaluation curve.
     for i, episodic_return in enumerate(eval_returns):
-        writer.add_scalar("eval/episodic_return", episodic_return, i)
-    print(f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} games")
+        writer.add_scalar("eval/final_episodic_return", episodic_return, i)
+    writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
+    print(f"eval: {summarize_evaluation(eval_returns)}")
 
     if args.track and args.capture_video:
-        for video in sorted(os.listdir(f"videos/{run_name}")):
-            wandb.log({"videos": wandb.Video(f"videos/{run_name}/{video}")})
+        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
+            wandb.log({"videos": wandb.Video(video)})
     envs.close()
     writer.close()
     return eval_returns

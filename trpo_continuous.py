@@ -10,15 +10,18 @@ Every iteration collects num_steps x num_envs transitions, then
      on the GAE returns.
 """
 
+import glob
 import math
 import os
+import pickle
 import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
+import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
@@ -29,6 +32,9 @@ from torch.distributions.kl import kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
+# ALE's ids (ALE/Breakout-v5, ...) are registered only once ale-py is imported.
+gym.register_envs(ale_py)
+
 
 @dataclass
 class Args:
@@ -38,8 +44,8 @@ class Args:
     """seed of python, numpy, torch, every env and action space"""
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
-    cuda: bool = False
-    """if toggled and a GPU is available, train on CUDA"""
+    cuda: bool = True
+    """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
     """if toggled, track the run with Weights and Biases"""
     wandb_project_name: str = "trpo"
@@ -47,7 +53,7 @@ class Args:
     wandb_entity: str | None = None
     """the wandb entity (team)"""
     capture_video: bool = False
-    """if toggled, record videos of env 0 into videos/{run_name}"""
+    """if toggled, record videos of env 0 into videos/{run_name} and of the final evaluation into videos/{run_name}/eval"""
     save_model: bool = False
     """if toggled, save the networks and normalization statistics to runs/{run_name}/{exp_name}.model"""
 
@@ -90,12 +96,17 @@ class Args:
     norm_reward: bool = True
     """if toggled, scale rewards by the running std of the discounted return"""
     eval_episodes: int = 10
-    """deterministic evaluation episodes after training"""
+    """deterministic (mean action) episodes per evaluation: after training and every eval_every iterations"""
+    eval_every: int = 0
+    """if positive, evaluate the current policy every this many iterations, logged against global_step"""
+    eval_only: str | None = None
+    """a .model file saved with --save-model: evaluate (and with --capture-video record) it instead of training"""
 
-    batch_size: int = 0
-    """the batch size, num_envs * num_steps (computed at runtime)"""
-    num_iterations: int = 0
-    """the number of policy updates (computed at runtime)"""
+    # Computed at runtime, not flags.
+    batch_size: int = field(default=0, init=False)
+    """the batch size, num_envs * num_steps"""
+    num_iterations: int = field(default=0, init=False)
+    """the number of policy updates"""
 
 
 def make_env(env_id, idx, capture_video, run_name):
@@ -105,6 +116,9 @@ def make_env(env_id, idx, capture_video, run_name):
             env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
         else:
             env = gym.make(env_id)
+        # The networks take flat vectors: observations of more dimensions (ALE's frames) are flattened.
+        if isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) > 1:
+            env = gym.wrappers.FlattenObservation(env)
         return env
 
     return thunk
@@ -209,13 +223,11 @@ def numpy_forward_fn(net):
     return forward
 
 
-def sample_action(mean_fn, std, obs):
-    """Sample a = mean + std * noise for each row of obs, with mean_fn the numpy snapshot of the
-    actor's mean network and std its standard deviations; returns a numpy array for the envs.
+def sample_action(mean, std):
+    """Sample a = mean + std * noise for each row of a numpy array of means, std the standard deviations.
 
     The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass, since the
     policy does not change during it."""
-    mean = mean_fn(obs)
     return mean + std * np.random.standard_normal(mean.shape)
 
 
@@ -261,8 +273,8 @@ def fisher_vector_product_fn(actor, obs):
     and M the Hessian of the KL w.r.t. z: diagonal, 1 / sigma^2 for the mean and 2 for the
     log-std. Both products with J are backward passes through graphs built once: J^T u is one
     backward pass, and because u -> J^T u is linear, the gradient of (J^T u) . v w.r.t. u is J v
-    (the double-backward trick). For a small MLP this is about twice as fast as a forward-mode
-    pass through torch.func.functional_call.
+    (the double-backward trick). For a small MLP this is faster than a forward-mode pass through
+    torch.func.functional_call.
     """
     params = list(actor.parameters())
     mean, log_std = actor(obs)
@@ -327,6 +339,9 @@ def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, cg_damping, cg_iters,
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
     step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
+    The step length uses the undamped x^T F x, the KL's own quadratic model, where OpenAI baselines,
+    Spinning Up and sb3-contrib use x^T (F + damping I) x: the damping only regularizes the solve,
+    and counting it in the length would make every step shorter than max_kl allows.
     """
     objective = objective_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
@@ -365,19 +380,41 @@ def flatten_steps_envs(*tensors):
     return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
 
 
-def evaluate(checkpoint, env_id, eval_episodes, seed, device):
-    """Deterministic (mean action) episodes with fresh networks loaded from a checkpoint; frozen obs statistics."""
-    env = gym.make(env_id)
-    actor = Actor(np.prod(env.observation_space.shape), np.prod(env.action_space.shape)).to(device)
-    actor.load_state_dict(checkpoint["actor"])
-    obs_rms = None
-    if checkpoint["obs_rms"] is not None:
-        obs_rms = RunningMeanStd(env.observation_space.shape)
-        obs_rms.load_state_dict(checkpoint["obs_rms"])
+def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
+    """Adam on shuffled minibatches of 1/2 (V(s) - R)^2; returns (mean loss, skipped steps).
+
+    A step whose loss or gradient is not finite is skipped, so a broken observation or return never
+    reaches the weights."""
+    batch_size = obs.shape[0]
+    minibatch_size = batch_size // minibatches
+    losses, skipped = [], 0
+    for _ in range(epochs):
+        permutation = torch.randperm(batch_size, device=obs.device)
+        for start in range(0, batch_size, minibatch_size):
+            idx = permutation[start : start + minibatch_size]
+            value_loss = 0.5 * ((critic(obs[idx]) - returns[idx]) ** 2).mean()
+            optimizer.zero_grad()
+            value_loss.backward()
+            grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
+            if not torch.isfinite(value_loss + grad_norm):
+                skipped += 1
+                continue
+            optimizer.step()
+            losses.append(value_loss.detach())
+    return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
+
+
+def evaluate(actor, obs_rms, args, device, video_name=None):
+    """args.eval_episodes episodes of the actor's mean action on an env of its own, observations
+    normalized with frozen statistics, recorded into videos/{video_name} if given; returns their returns.
+
+    Its env is seeded with seed + 10_000 and it draws from no global random generator, so every
+    evaluation starts from the same states and evaluating during training leaves the run unchanged."""
+    env = make_env(args.env_id, 0, video_name is not None, video_name)()
     episodic_returns = []
-    obs, _ = env.reset(seed=seed)
+    obs, _ = env.reset(seed=args.seed + 10_000)
     episodic_return = 0.0
-    while len(episodic_returns) < eval_episodes:
+    while len(episodic_returns) < args.eval_episodes:
         obs = obs_rms.normalize(obs) if obs_rms is not None else obs
         with torch.no_grad():
             action, _ = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
@@ -392,17 +429,69 @@ def evaluate(checkpoint, env_id, eval_episodes, seed, device):
     return episodic_returns
 
 
+def summarize_evaluation(episodic_returns):
+    """The one-line summary of an evaluation's returns."""
+    return f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
+
+
+def load_model(path, observation_space, action_space):
+    """Return ((actor, obs_rms) from a --save-model file, None), or (None, why it cannot be used here)."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu")
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        return None, f"cannot read model file {path!r} ({type(e).__name__})"
+    try:
+        actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
+        actor.load_state_dict(checkpoint["actor"])
+        obs_rms = None
+        if checkpoint["obs_rms"] is not None:
+            obs_rms = RunningMeanStd(observation_space.shape)
+            obs_rms.load_state_dict(checkpoint["obs_rms"])
+            if obs_rms.mean.shape != observation_space.shape:
+                raise ValueError("observation statistics of another shape")
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        return None, f"{path!r} is not a model of this script for these spaces ({type(e).__name__})"
+    return (actor, obs_rms), None
+
+
+def select_device(use_cuda, script):
+    """CUDA when asked for and available; otherwise the CPU, saying so when CUDA was asked for."""
+    if use_cuda and not torch.cuda.is_available():
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
+    return torch.device("cuda" if use_cuda and torch.cuda.is_available() else "cpu")
+
+
 def check_args(args):
-    """Return an error message for arguments no run can use, else None."""
-    if args.num_envs < 1 or args.num_steps < 1:
-        return "num_envs and num_steps must be at least 1"
-    if args.max_kl <= 0:
-        return "max_kl must be positive"
-    if not 0 < args.fvp_subsample <= 1:
-        return "fvp_subsample must be in (0, 1]"
-    if args.total_timesteps < args.num_envs * args.num_steps:
-        return "total_timesteps must be at least num_envs * num_steps"
-    return None
+    """Return an error message for the first argument no run can use, else None.
+
+    Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
+    inf = math.inf
+    requirements = [
+        (args.num_envs >= 1, "num_envs must be at least 1"),
+        (args.num_steps >= 1, "num_steps must be at least 1"),
+        (
+            args.total_timesteps >= args.num_envs * args.num_steps,
+            "total_timesteps must be at least num_envs * num_steps",
+        ),
+        (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
+        (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
+        (0 < args.max_kl < inf, "max_kl must be positive and finite"),
+        (args.cg_iters >= 1, "cg_iters must be at least 1"),
+        (0 <= args.cg_damping < inf, "cg_damping must be non-negative and finite"),
+        (0 < args.fvp_subsample <= 1, "fvp_subsample must be in (0, 1]"),
+        (args.backtrack_iters >= 1, "backtrack_iters must be at least 1"),
+        (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
+        (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
+        (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
+        (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
+        (
+            1 <= args.vf_minibatches <= args.num_envs * args.num_steps,
+            "vf_minibatches must be in [1, num_envs * num_steps]",
+        ),
+        (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
+        (args.eval_every >= 0, "eval_every must be at least 0"),
+    ]
+    return next((message for ok, message in requirements if not ok), None)
 
 
 def main(args):
@@ -415,19 +504,34 @@ def main(args):
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
 
     try:
-        envs = gym.vector.SyncVectorEnv(
-            [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
-            # SAME_STEP: the obs returned with done is already the next episode's first obs and
-            # the terminal one is in infos["final_obs"], so no step of the rollout is a fake
-            # reset transition.
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        )
+        env = make_env(args.env_id, 0, False, run_name)()
     except gym.error.Error as e:
         sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
-    if not isinstance(envs.single_action_space, gym.spaces.Box):
-        sys.exit(f"{script}: error: {args.env_id} has {envs.single_action_space} actions; this script needs Box")
-    if not isinstance(envs.single_observation_space, gym.spaces.Box):
-        sys.exit(f"{script}: error: {args.env_id} has {envs.single_observation_space} observations; need Box")
+    observation_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if not isinstance(action_space, gym.spaces.Box):
+        sys.exit(f"{script}: error: {args.env_id} has {action_space} actions; this script needs Box")
+    if not isinstance(observation_space, gym.spaces.Box):
+        sys.exit(f"{script}: error: {args.env_id} has {observation_space} observations; need Box")
+
+    if args.eval_only is not None:
+        model, error = load_model(args.eval_only, observation_space, action_space)
+        if error:
+            sys.exit(f"{script}: error: {error}")
+        actor, obs_rms = model
+        device = select_device(args.cuda, script)
+        eval_returns = evaluate(
+            actor.to(device), obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None
+        )
+        print(f"eval: {summarize_evaluation(eval_returns)}")
+        return eval_returns
+
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
+        # SAME_STEP: the obs returned with done is already the next episode's first obs and the
+        # terminal one is in infos["final_obs"], so no step of the rollout is a fake reset transition.
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
     if args.track:
@@ -451,11 +555,10 @@ def main(args):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = select_device(args.cuda, script)
 
-    obs_shape = envs.single_observation_space.shape
-    action_shape = envs.single_action_space.shape
-    action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
+    obs_shape, action_shape = observation_space.shape, action_space.shape
+    action_low, action_high = action_space.low, action_space.high
     actor = Actor(np.prod(obs_shape), np.prod(action_shape)).to(device)
     critic = Critic(np.prod(obs_shape)).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
@@ -491,12 +594,12 @@ def main(args):
     next_obs = normalize(next_obs, update_stats=True)
 
     for iteration in range(1, args.num_iterations + 1):
-        policy_mean = numpy_forward_fn(actor.mean)
-        policy_std = actor.log_std.detach().exp().cpu().numpy()
+        mean_snapshot = numpy_forward_fn(actor.mean)
+        std = actor.log_std.detach().exp().cpu().numpy()
         for step in range(args.num_steps):
             global_step += args.num_envs
             observations[step] = next_obs
-            actions[step] = sample_action(policy_mean, policy_std, next_obs)
+            actions[step] = sample_action(mean_snapshot(next_obs), std)
 
             # Only the env sees the clipped action; the stored action (and so its log-prob) is the
             # unclipped sample.
@@ -540,7 +643,9 @@ def main(args):
         # pi_old: the actor as it was during the rollout, in one batched pass.
         with torch.no_grad():
             old_mean, old_log_std = actor(b_obs)
-            b_logprobs = Normal(old_mean, old_log_std.exp()).log_prob(b_actions).sum(-1)
+            old_dist = Normal(old_mean, old_log_std.exp())
+            b_logprobs = old_dist.log_prob(b_actions).sum(-1)
+            entropy = old_dist.entropy().sum(-1).mean().item()
 
         objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, args.ent_coef)
         kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
@@ -560,32 +665,15 @@ def main(args):
         )
         recent_successes.append(diagnostics["line_search_success"])
 
-        # Value step: Adam on shuffled minibatches; the critic shares no parameter with the actor.
-        minibatch_size = max(1, args.batch_size // args.vf_minibatches)
-        value_losses, skipped_value_steps = [], 0
-        for _ in range(args.vf_epochs):
-            permutation = torch.randperm(args.batch_size, device=device)
-            for start in range(0, args.batch_size, minibatch_size):
-                idx = permutation[start : start + minibatch_size]
-                value_loss = 0.5 * ((critic(b_obs[idx]) - b_returns[idx]) ** 2).mean()
-                # With finite weights a finite loss has finite gradients, so checking the loss is
-                # enough to keep a non-finite observation or return away from the weights.
-                loss_value = value_loss.item()
-                if not math.isfinite(loss_value):
-                    skipped_value_steps += 1
-                    continue
-                critic_optimizer.zero_grad()
-                value_loss.backward()
-                critic_optimizer.step()
-                value_losses.append(loss_value)
+        value_loss, skipped_value_steps = fit_critic(
+            critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
+        )
 
-        with torch.no_grad():
-            entropy = actor.dist(b_obs).entropy().sum(-1).mean().item()
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
         sps = int(global_step / (time.time() - start_time))
         writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar("losses/value_loss", np.mean(value_losses) if value_losses else float("nan"), global_step)
+        writer.add_scalar("losses/value_loss", value_loss, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/entropy", entropy, global_step)
         writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
@@ -599,28 +687,32 @@ def main(args):
             + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
         )
 
-    checkpoint = {
-        "actor": actor.state_dict(),
-        "critic": critic.state_dict(),
-        "obs_rms": obs_rms.state_dict() if obs_rms is not None else None,
-        "return_rms": return_rms.state_dict() if return_rms is not None else None,
-        "args": vars(args),
-    }
+        if args.eval_every and iteration % args.eval_every == 0:
+            eval_returns = evaluate(actor, obs_rms, args, device)
+            writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
+            print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
+
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.model"
-        torch.save(checkpoint, model_path)
+        model = {
+            "actor": actor.state_dict(),
+            "critic": critic.state_dict(),
+            "obs_rms": obs_rms.state_dict() if obs_rms is not None else None,
+            "return_rms": return_rms.state_dict() if return_rms is not None else None,
+            "args": vars(args),
+        }
+        torch.save(model, model_path)
         print(f"model saved to {model_path}")
-        checkpoint = torch.load(model_path, map_location=device)
-    eval_returns = evaluate(checkpoint, args.env_id, args.eval_episodes, args.seed + 10_000, device)
+    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
+    # The final evaluation episode by episode, and its mean as the last point of the evaluation curve.
     for i, episodic_return in enumerate(eval_returns):
-        writer.add_scalar("eval/episodic_return", episodic_return, i)
-    print(
-        f"eval: mean return {np.mean(eval_returns):.2f} +- {np.std(eval_returns):.2f} over {len(eval_returns)} episodes"
-    )
+        writer.add_scalar("eval/final_episodic_return", episodic_return, i)
+    writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
+    print(f"eval: {summarize_evaluation(eval_returns)}")
 
     if args.track and args.capture_video:
-        for video in sorted(os.listdir(f"videos/{run_name}")):
-            wandb.log({"videos": wandb.Video(f"videos/{run_name}/{video}")})
+        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
+            wandb.log({"videos": wandb.Video(video)})
     envs.close()
     writer.close()
     return eval_returns

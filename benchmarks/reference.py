@@ -4,8 +4,8 @@ hyperparameters, logged with our TensorBoard keys so benchmarks/report.py reads 
     python benchmarks/reference.py --algo trpo --env-id CartPole-v1 --seed 1
 
 Logs charts/episodic_return and charts/episodic_length per finished episode (whole games on
-Atari), charts/SPS, and eval/episodic_return for the final deterministic evaluation, whose mean
-is printed as `eval: mean return X`, like our scripts.
+Atari), charts/SPS, and eval/final_episodic_return (one point per episode) for the final
+deterministic evaluation, whose mean is printed as `eval: mean return X`, like our scripts.
 """
 
 import argparse
@@ -144,7 +144,7 @@ def main():
         model, env, n_eval_episodes=args.eval_episodes, deterministic=True, return_episode_rewards=True
     )
     for i, episode_return in enumerate(episode_returns):
-        writer.add_scalar("eval/episodic_return", episode_return, i)
+        writer.add_scalar("eval/final_episodic_return", episode_return, i)
     writer.close()
     print(f"sps {sps:.0f}")
     print(f"eval: mean return {np.mean(episode_returns):.2f} +- {np.std(episode_returns):.2f}")

@@ -40,7 +40,8 @@ def read_scalars(run_folder):
 
 def summarize(seed_runs):
     """One table row's numbers from the runs of one implementation on one env."""
-    evals = [runs["eval/episodic_return"][1].mean() for runs in seed_runs if "eval/episodic_return" in runs]
+    # The final evaluation only: eval/episodic_return also holds the evaluations made during training.
+    evals = [runs["eval/final_episodic_return"][1].mean() for runs in seed_runs if "eval/final_episodic_return" in runs]
     last_train = [
         runs["charts/episodic_return"][1][-10:].mean() for runs in seed_runs if "charts/episodic_return" in runs
     ]

@@ -5,6 +5,7 @@ import sys
 import types
 from functools import partial
 
+import ale_py
 import numpy as np
 import pytest
 import torch
@@ -149,6 +150,7 @@ def test_atari_save_model_and_capture_video(script, tmp_path):
     assert result.returncode == 0, result.stderr
     assert list(tmp_path.glob(f"runs/*/{script[:-3]}.model"))
     assert list(tmp_path.glob("videos/BreakoutNoFrameskip-v4__*/*.mp4"))
+    assert list(tmp_path.glob("videos/BreakoutNoFrameskip-v4__*/eval/*.mp4"))  # the final evaluation
 
 
 @pytest.mark.parametrize(
@@ -167,6 +169,14 @@ def test_atari_save_model_and_capture_video(script, tmp_path):
         ("trpo_atari.py", ["--fvp-subsample", "0"], "fvp_subsample"),
         ("trpo_atari.py", ["--checkpoint-every", "-1"], "checkpoint_every"),
         ("trpo_atari.py", ["--resume", "missing.pt"], "missing.pt"),
+        ("trpo_atari.py", ["--max-kl", "nan"], "max_kl"),
+        ("trpo_atari.py", ["--gamma", "1.5"], "gamma"),
+        ("trpo_atari.py", ["--min-max-kl", "0.1"], "min_max_kl"),
+        ("trpo_atari.py", ["--vf-minibatches", "0"], "vf_minibatches"),
+        ("ppo_atari.py", ["--gae-lambda", "-1"], "gae_lambda"),
+        ("ppo_atari.py", ["--learning-rate", "inf"], "learning_rate"),
+        ("ppo_atari.py", ["--eval-only", "missing.model"], "missing.model"),
+        ("trpo_atari.py", ["--eval-only", "missing.model"], "missing.model"),
     ],
 )
 def test_atari_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
@@ -175,6 +185,63 @@ def test_atari_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert lines[0].startswith(f"{script}: error:") and mentions in lines[0]
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("script", ["ppo_atari.py", "trpo_atari.py"])
+def test_atari_eval_only_plays_a_saved_model_and_records_it(script, tmp_path):
+    tiny = TINY_ATARI if script == "ppo_atari.py" else TINY_TRPO_ATARI
+    train = run_script(script, *tiny, "--save-model", cwd=tmp_path)
+    assert train.returncode == 0, train.stderr
+    (model_path,) = tmp_path.glob(f"runs/*/{script[:-3]}.model")
+    watch = run_script(script, "--eval-only", str(model_path), "--eval-episodes", "1", "--capture-video", cwd=tmp_path)
+    assert watch.returncode == 0, watch.stderr
+    assert eval_mean(watch.stdout) == eval_mean(train.stdout)  # same policy, same evaluation seed
+    assert list(tmp_path.glob("videos/BreakoutNoFrameskip-v4__*/eval/*.mp4"))
+    other = "trpo_atari.py" if script == "ppo_atari.py" else "ppo_atari.py"
+    mismatched = run_script(other, "--eval-only", str(model_path), cwd=tmp_path)
+    assert mismatched.returncode != 0 and "Traceback" not in mismatched.stderr
+    (line,) = mismatched.stderr.strip().splitlines()
+    assert line.startswith(f"{other}: error:") and "not a model of this script" in line
+
+
+def test_trpo_atari_bootstraps_a_time_limit_with_integer_ale_rewards_and_no_reward_scaling(tmp_path, monkeypatch):
+    """ale-py's vector env returns int32 rewards; adding gamma * V(final obs) to them must work."""
+    monkeypatch.chdir(tmp_path)
+    truncations = []
+
+    class ShortGames(ale_py.vector_env.AtariVectorEnv):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "max_num_frames_per_episode": 80})
+
+        def step(self, actions):
+            result = super().step(actions)
+            truncations.append(result[3].copy())
+            return result
+
+    monkeypatch.setattr(ale_py.vector_env, "AtariVectorEnv", ShortGames)
+    args = tiny_args(trpo_atari, total_timesteps=128)
+    args.norm_reward = False
+    trpo_atari.main(args)
+    assert np.concatenate(truncations).any()  # the time limit did cut games during the rollout
+
+
+@pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
+def test_atari_evaluation_during_training_leaves_the_training_run_unchanged(script, tmp_path, monkeypatch):
+    runs = {}
+    for eval_every in (0, 1):
+        (tmp_path / str(eval_every)).mkdir()
+        monkeypatch.chdir(tmp_path / str(eval_every))
+        args = tiny_args(script, total_timesteps=128)
+        args.eval_every, args.save_model = eval_every, True
+        runs[eval_every] = (script.main(args), torch.load(next((tmp_path / str(eval_every)).glob("runs/*/*.model"))))
+    (returns_without, model_without), (returns_with, model_with) = runs[0], runs[1]
+    assert returns_with == returns_without
+    network = "agent" if script is ppo_atari else "actor"
+    for name, weight in model_without[network].items():
+        assert torch.equal(model_with[network][name], weight), name
+    steps, _ = read_scalars(tmp_path / "1")["eval/episodic_return"]
+    assert list(steps) == [64, 128, 128]
 
 
 def tiny_args(script, total_timesteps):

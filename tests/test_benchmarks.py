@@ -91,6 +91,7 @@ def test_report_marks_a_run_without_evaluation_with_where_its_logs_end(tmp_path)
     for step, game_return in [(1000, -21.0), (2500, -20.0)]:
         writer.add_scalar("charts/episodic_return", game_return, step)
     writer.add_scalar("charts/SPS", 100, 3072)
+    writer.add_scalar("eval/episodic_return", -19.0, 2048)  # an evaluation during training is not the final one
     writer.close()
     markdown = report_module.report(tmp_path / "work", tmp_path / "out")
     assert "| ppo_atari | none (logs end at 3,072 steps) | -20.5 | 100 | 1 |  |" in markdown
@@ -103,7 +104,20 @@ def test_report_lists_per_seed_evaluations_in_seed_order(tmp_path):
         writer = SummaryWriter(tmp_path / "work" / "CartPole-v1" / "trpo_discrete" / f"seed{seed}" / "runs" / "run")
         writer.add_scalar("charts/episodic_return", evaluation, 1000)
         writer.add_scalar("charts/SPS", 100, 1000)
-        writer.add_scalar("eval/episodic_return", evaluation, 1000)
+        writer.add_scalar("eval/final_episodic_return", evaluation, 0)
         writer.close()
     markdown = report_module.report(tmp_path / "work", tmp_path / "out")
     assert "| 3 | 100.0, 200.0, 300.0 |" in markdown  # seed10 after seed2, not after seed1
+
+
+def test_every_file_linked_from_the_readme_and_results_pages_exists():
+    pages = [REPO / "README.md", REPO / "benchmarks" / "RESULTS.md"]
+    pages += sorted((REPO / "benchmarks" / "results").glob("*.md"))
+    checked = 0
+    for page in pages:
+        # Markdown links and images: [text](target) and ![alt](target); web addresses are not files.
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", page.read_text()):
+            if not re.match(r"[a-z]+://", target):
+                assert (page.parent / target).exists(), f"{page.relative_to(REPO)} links to missing {target}"
+                checked += 1
+    assert checked >= 5  # the README's links to RESULTS.md, LICENSE and the plots, at least

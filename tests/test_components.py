@@ -257,10 +257,10 @@ def test_sampled_actions_follow_the_policy_distribution(script):
     # A few states, each repeated, so per-state frequencies and moments can be checked.
     obs = torch.randn(4, 3).repeat_interleave(20_000, dim=0)
     if script is trpo_discrete:
-        actions = script.sample_action(script.numpy_forward_fn(actor.net), obs.numpy())
+        actions = script.sample_action(script.numpy_forward_fn(actor.net)(obs.numpy()))
     else:
         std = actor.log_std.detach().exp().numpy()
-        actions = script.sample_action(script.numpy_forward_fn(actor.mean), std, obs.numpy())
+        actions = script.sample_action(script.numpy_forward_fn(actor.mean)(obs.numpy()), std)
     assert isinstance(actions, np.ndarray) and len(actions) == len(obs)
     with torch.no_grad():
         if script is trpo_discrete:

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -46,11 +47,15 @@ def eval_mean(stdout):
         ("trpo_continuous.py", "HalfCheetah-v5"),
         ("ppo_continuous.py", "Pendulum-v1"),
         ("ppo_continuous.py", "HalfCheetah-v5"),
+        # Any registered env whose spaces fit, ALE's included (frames are flattened for the MLP).
+        ("trpo_discrete.py", "ALE/Breakout-v5"),
     ],
 )
 def test_smoke_run_trains_logs_and_evaluates(script, env_id, tmp_path):
     result = run_script(script, "--env-id", env_id, *TINY, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    if not torch.cuda.is_available():  # --cuda is the default: without a GPU the run says so and goes on
+        assert f"{script}: no GPU available, running on the CPU" in result.stderr
     assert re.search(r"^iter +2/2 ", result.stdout, re.MULTILINE)
     assert np.isfinite(eval_mean(result.stdout))
     event_files = glob.glob(str(tmp_path / "runs" / f"{env_id}__*" / "events.out.tfevents.*"))
@@ -68,6 +73,7 @@ def test_save_model_and_capture_video(script, env_id, tmp_path):
     checkpoint = torch.load(model_path)
     assert {"actor", "critic", "obs_rms", "args"} <= checkpoint.keys()
     assert glob.glob(str(tmp_path / "videos" / f"{env_id}__*" / "*.mp4"))
+    assert glob.glob(str(tmp_path / "videos" / f"{env_id}__*" / "eval" / "*.mp4"))  # the final evaluation
 
 
 BAD_INPUTS = [
@@ -86,6 +92,16 @@ BAD_INPUTS = [
     ("ppo_continuous.py", ["--num-steps", "0"], "num_steps"),
     ("ppo_continuous.py", ["--num-minibatches", "0"], "num_minibatches"),
     ("ppo_continuous.py", ["--target-kl", "0"], "target_kl"),
+    ("trpo_discrete.py", ["--max-kl", "nan"], "max_kl"),
+    ("trpo_continuous.py", ["--max-kl", "inf"], "max_kl"),
+    ("trpo_discrete.py", ["--gamma", "1.5"], "gamma"),
+    ("ppo_continuous.py", ["--gae-lambda", "-1"], "gae_lambda"),
+    ("trpo_continuous.py", ["--vf-minibatches", "0"], "vf_minibatches"),
+    ("trpo_discrete.py", ["--backtrack-coeff", "1"], "backtrack_coeff"),
+    ("ppo_continuous.py", ["--learning-rate", "nan"], "learning_rate"),
+    ("ppo_continuous.py", ["--clip-coef", "0"], "clip_coef"),
+    ("trpo_discrete.py", ["--success-threshold", "nan"], "success_threshold"),
+    ("trpo_continuous.py", ["--eval-episodes", "0"], "eval_episodes"),
 ]
 
 
@@ -97,6 +113,82 @@ def test_bad_input_gives_one_line_error(script, args, mentions, tmp_path):
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert lines[0].startswith(f"{script}: error:") and mentions in lines[0]
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize(
+    "script", ["trpo_discrete.py", "trpo_continuous.py", "ppo_continuous.py", "ppo_atari.py", "trpo_atari.py"]
+)
+def test_fields_computed_at_runtime_are_not_flags(script, tmp_path):
+    result = run_script(script, "--batch-size", "64", cwd=tmp_path)
+    assert result.returncode != 0 and "--batch-size" in result.stderr
+    assert "--batch-size" not in run_script(script, "--help", cwd=tmp_path).stdout
+
+
+@pytest.mark.parametrize(
+    ("script", "env_id", "other_env_id"),
+    [
+        ("trpo_discrete.py", "CartPole-v1", "Acrobot-v1"),
+        ("trpo_continuous.py", "Pendulum-v1", "MountainCarContinuous-v0"),
+    ],
+)
+def test_eval_only_plays_and_records_a_saved_model_and_rejects_a_bad_file_in_one_line(
+    script, env_id, other_env_id, tmp_path
+):
+    for folder in ("train", "bad"):
+        (tmp_path / folder).mkdir()
+    train = run_script(script, "--env-id", env_id, *TINY, "--save-model", cwd=tmp_path / "train")
+    assert train.returncode == 0, train.stderr
+    (model_path,) = glob.glob(str(tmp_path / "train" / "runs" / "*" / "*.model"))
+    watch = run_script(
+        script, "--env-id", env_id, "--eval-only", model_path, "--eval-episodes", "2", "--capture-video", cwd=tmp_path
+    )
+    assert watch.returncode == 0, watch.stderr
+    # The same policy, the same evaluation seed: the score the training run printed.
+    assert eval_mean(watch.stdout) == eval_mean(train.stdout)
+    assert glob.glob(str(tmp_path / "videos" / f"{env_id}__*" / "eval" / "*.mp4"))
+    assert not (tmp_path / "runs").exists()  # watching a model writes no training logs
+
+    data = Path(model_path).read_bytes()
+    (tmp_path / "truncated.model").write_bytes(data[: len(data) // 2])
+    (tmp_path / "garbage.model").write_bytes(b"not a model")
+    for bad_model, bad_env, mentions in [
+        ("truncated.model", env_id, "cannot read"),
+        ("garbage.model", env_id, "cannot read"),
+        ("missing.model", env_id, "cannot read"),
+        (model_path, other_env_id, "not a model of this script"),
+    ]:
+        result = run_script(script, "--env-id", bad_env, "--eval-only", bad_model, cwd=tmp_path / "bad")
+        assert result.returncode != 0
+        assert "Traceback" not in result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"{script}: error:") and mentions in line, line
+
+
+@pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous, ppo_continuous])
+def test_evaluation_during_training_leaves_the_training_run_unchanged(script, tmp_path, monkeypatch):
+    env_id = "CartPole-v1" if script is trpo_discrete else "Pendulum-v1"
+    runs = {}
+    for eval_every in (0, 1):
+        (tmp_path / str(eval_every)).mkdir()
+        monkeypatch.chdir(tmp_path / str(eval_every))
+        args = script.Args(env_id=env_id, num_envs=2, num_steps=128, total_timesteps=768, eval_episodes=2)
+        args.eval_every = eval_every
+        final_returns = script.main(args)
+        runs[eval_every] = (final_returns, read_scalars(tmp_path / str(eval_every)))
+    (returns_without, scalars_without), (returns_with, scalars_with) = runs[0], runs[1]
+    assert returns_with == returns_without
+    for tag in (
+        "charts/episodic_return",
+        "losses/value_loss",
+        "trpo/kl" if script is not ppo_continuous else "losses/approx_kl",
+    ):
+        np.testing.assert_array_equal(scalars_with[tag][1], scalars_without[tag][1], err_msg=tag)
+    # One point per iteration with --eval-every 1, and the final evaluation's mean as the last one.
+    steps, means = scalars_with["eval/episodic_return"]
+    assert list(steps) == [256, 512, 768, 768]
+    assert means[-1] == pytest.approx(np.mean(returns_with))
+    assert list(scalars_without["eval/episodic_return"][0]) == [768]
 
 
 @pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous, ppo_continuous])

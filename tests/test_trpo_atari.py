@@ -19,7 +19,8 @@ def batch():
     actor = trpo_atari.Actor(NUM_ACTIONS)
     with torch.no_grad():
         logits = actor(obs)
-        actions, logprobs = trpo_atari.sample_action(actor, obs)
+        actions = trpo_atari.sample_action(logits)
+        logprobs = torch.log_softmax(logits, -1).gather(-1, actions[:, None]).squeeze(-1)
     return actor, obs, actions, logprobs, logits
 
 
@@ -47,7 +48,7 @@ def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failur
     max_kl, damping, failures = 0.01, 0.1, 0
     schedule = []
     for _ in range(9):
-        diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_too_large, obs, max_kl, damping, 5, 3, 0.8)
+        diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_too_large, obs, max_kl, 1.0, damping, 5, 3, 0.8)
         assert diagnostics["line_search_success"] == 0.0 and np.isnan(diagnostics["kl"])
         max_kl, damping, failures = trpo_atari.adapt_trust_region(max_kl, damping, failures, False, args)
         schedule.append((max_kl, damping))
@@ -69,20 +70,48 @@ def test_line_search_checks_the_objective_that_was_differentiated_entropy_includ
     with torch.no_grad():  # a peaked policy, far from the (maximum-entropy) uniform one
         actor.net[-1].weight.mul_(100)
         logits = actor(obs)
-        actions, logprobs = trpo_atari.sample_action(actor, obs)
+        actions = trpo_atari.sample_action(logits)
+        logprobs = torch.log_softmax(logits, -1).gather(-1, actions[:, None]).squeeze(-1)
     ent_coef = 0.1
     objective_fn = partial(trpo_atari.surrogate_objective, actor, obs, actions, logprobs, torch.zeros(32), ent_coef)
-    kl_fn = partial(trpo_atari.mean_kl, actor, obs, logits)
+    kl_fn = partial(trpo_atari.state_kls, actor, obs, logits)
 
     def entropy():
         with torch.no_grad():
             return torch.distributions.Categorical(logits=actor(obs)).entropy().mean().item()
 
     entropy_before = entropy()
-    diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 0.1, 10, 10, 0.8)
+    diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
     assert diagnostics["line_search_success"] == 1.0
     assert entropy() > entropy_before
     assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-3)
+
+
+@pytest.mark.parametrize("max_state_kl", [0.02, 0.05])
+def test_a_large_trust_region_still_bounds_the_kl_of_every_state(batch, max_state_kl):
+    """All the advantage on two states: a mean-KL step of 0.01 would spend its budget there."""
+    actor, obs, actions, logprobs, logits = batch
+    advantages = torch.zeros(32)
+    advantages[:2] = 10.0
+    objective_fn = partial(trpo_atari.surrogate_objective, actor, obs, actions, logprobs, advantages, 0.0)
+    kl_fn = partial(trpo_atari.state_kls, actor, obs, logits)
+    before = parameters_to_vector(actor.parameters()).detach().clone()
+
+    def step(max_state_kl):
+        trpo_atari.vector_to_parameters(before, actor.parameters())
+        diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, max_state_kl, 0.1, 10, 10, 0.8)
+        with torch.no_grad():
+            measured = kl_fn()
+        return diagnostics, measured
+
+    unbounded, unbounded_kls = step(max_state_kl=float("inf"))
+    assert unbounded["line_search_success"] == 1.0
+    assert unbounded_kls.max() > max_state_kl  # the mean alone lets two states move this far
+    bounded, bounded_kls = step(max_state_kl)
+    assert bounded["line_search_success"] == 1.0
+    assert bounded_kls.max() <= max_state_kl and bounded_kls.mean() <= 0.01
+    assert bounded["max_state_kl"] == pytest.approx(bounded_kls.max().item())
+    assert bounded["step_fraction"] < unbounded["step_fraction"]
 
 
 def test_bf16_fisher_vector_product_stays_close_to_float32(batch):
