@@ -7,20 +7,23 @@ Each run gets its own folder, {work}/{env}/{label}/seed{seed}/, holding command.
 and the TensorBoard logs under runs/; a run whose stdout.log ends with an evaluation is skipped.
 A run that stopped early continues from its runs/**/checkpoint.pt if it saved one (the Atari
 scripts with --checkpoint-every): the command gets --resume; command.txt and stdout.log are appended to.
-Jobs run with one torch thread each (two torch processes with default threads oversubscribe a
-2-core machine).
+Jobs run with one torch thread each unless --threads says otherwise (two torch processes with
+default threads oversubscribe a 2-core machine). --nproc N starts each run through torchrun with N
+processes of one thread each (the *_multigpu.py scripts).
 
     python benchmarks/run.py trpo_discrete.py --envs CartPole-v1 Acrobot-v1 --seeds 1 2 3
     python benchmarks/run.py sb3:trpo --envs CartPole-v1 --seeds 1 2 3
     python benchmarks/run.py trpo_continuous.py --envs HalfCheetah-v5 -- --total-timesteps 1000000
     python benchmarks/run.py trpo_atari.py --envs BreakoutNoFrameskip-v4 --seeds 1 --label trpo_atari_kl0.02 -- --max-kl 0.02
     python benchmarks/run.py ppo_atari.py --envs PongNoFrameskip-v4 --seeds 1 -- --checkpoint-every 20
+    python benchmarks/run.py ppo_atari_multigpu.py --envs BreakoutNoFrameskip-v4 --seeds 1 --jobs 1 --nproc 2
 """
 
 import argparse
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -35,11 +38,16 @@ def label_of(impl):
     return {"sb3:trpo": "sb3-contrib-trpo", "sb3:ppo": "sb3-ppo"}.get(impl, impl.removesuffix(".py"))
 
 
-def command_for(impl, env_id, seed, extra):
+def command_for(impl, env_id, seed, extra, nproc=1):
     if impl.startswith("sb3:"):
         script = [str(REPO / "benchmarks" / "reference.py"), f"--algo={impl[4:]}"]
     else:
         script = [str(REPO / impl)]
+    if nproc > 1:
+        with socket.socket() as sock:  # a free port for this run's rendezvous
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        script = ["-m", "torch.distributed.run", f"--nproc-per-node={nproc}", f"--master-port={port}", *script]
     return [sys.executable, *script, f"--env-id={env_id}", f"--seed={seed}", *extra]
 
 
@@ -47,20 +55,20 @@ def run_dir(work, env_id, label, seed):
     return Path(work) / env_id.replace("/", "-") / label / f"seed{seed}"
 
 
-def run_one(impl, env_id, seed, extra, work, label):
+def run_one(impl, env_id, seed, extra, work, label, nproc=1, threads=1):
     folder = run_dir(work, env_id, label, seed)
     log_path = folder / "stdout.log"
     if log_path.exists() and EVAL_LINE.search(log_path.read_text()):
         return folder, "skipped (done)"
     folder.mkdir(parents=True, exist_ok=True)
-    command = command_for(impl, env_id, seed, extra)
+    command = command_for(impl, env_id, seed, extra, nproc)
     checkpoints = sorted(folder.glob("runs/**/checkpoint.pt"))
     if checkpoints:
         command.append(f"--resume={checkpoints[-1].relative_to(folder)}")
     mode = "a" if checkpoints else "w"
     with (folder / "command.txt").open(mode) as command_file:
         command_file.write(shlex.join(command[1:]) + "\n")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     with log_path.open(mode) as log:
         result = subprocess.run(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     return folder, f"exit {result.returncode}"
@@ -74,6 +82,8 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--work", default=str(REPO / "benchmarks" / "work"))
     parser.add_argument("--label", help="the runs' folder and name in the report (default: from IMPL)")
+    parser.add_argument("--nproc", type=int, default=1, help="processes per run, started by torchrun")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
     # Everything after a lone "--" goes to every run unchanged.
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
@@ -84,7 +94,10 @@ def main():
     label = args.label or label_of(args.impl)
     grid = [(env_id, seed) for env_id in args.envs for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_one, args.impl, env_id, seed, extra, args.work, label) for env_id, seed in grid]
+        futures = [
+            pool.submit(run_one, args.impl, env_id, seed, extra, args.work, label, args.nproc, args.threads)
+            for env_id, seed in grid
+        ]
         for future in futures:
             folder, status = future.result()
             log = (folder / "stdout.log").read_text() if (folder / "stdout.log").exists() else ""

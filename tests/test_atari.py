@@ -11,7 +11,9 @@ import pytest
 import torch
 
 import ppo_atari
+import ppo_atari_multigpu
 import trpo_atari
+import trpo_atari_multigpu
 from benchmarks.report import read_scalars
 from tests.test_scripts import eval_mean, run_script
 
@@ -247,17 +249,17 @@ def test_atari_evaluation_during_training_leaves_the_training_run_unchanged(scri
 def tiny_args(script, total_timesteps):
     """In-process Args for a few updates of 2 envs x 32 steps, one small update pass each."""
     args = script.Args(num_envs=2, num_steps=32, total_timesteps=total_timesteps, eval_episodes=1)
-    if script is trpo_atari:
+    if script in (trpo_atari, trpo_atari_multigpu):
         args.vf_epochs, args.vf_minibatches = 1, 2
     else:
         args.update_epochs, args.num_minibatches = 1, 2
     return args
 
 
-@pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
+@pytest.mark.parametrize("script", [ppo_atari, trpo_atari, ppo_atari_multigpu, trpo_atari_multigpu])
 def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    is_trpo = script is trpo_atari
+    is_trpo = script in (trpo_atari, trpo_atari_multigpu)
     networks = ("actor", "critic") if is_trpo else ("agent",)
 
     def run(total_timesteps, resume=None):
@@ -289,7 +291,7 @@ def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypa
         ent_coef = defaults.ent_coef * defaults.ent_decay**2
         assert saved["trust_region"] == pytest.approx((defaults.max_kl, defaults.cg_damping, ent_coef, 0))
         assert scalars["trpo/ent_coef"][1][-1] == pytest.approx(ent_coef)
-        final = torch.load(run_folder / "trpo_atari.model")
+        final = torch.load(run_folder / f"{script.__name__}.model")
         assert final["return_rms"]["count"] > saved["return_rms"]["count"]  # statistics keep counting
     else:
         assert scalars["charts/learning_rate"][1][-1] == pytest.approx(2.5e-4 / 3)  # annealed at update 3 of 3

@@ -1,10 +1,12 @@
-"""ppo_atari_multigpu.py: two gloo ranks on this machine behave as one process holding both halves."""
+"""ppo_atari_multigpu.py and trpo_atari_multigpu.py: two gloo ranks on this machine behave as one
+process holding both halves of their data."""
 
 import os
 import re
 import socket
 import subprocess
 import sys
+from functools import partial
 
 import numpy as np
 import pytest
@@ -14,7 +16,9 @@ import torch.multiprocessing as mp
 from torch.nn.utils import parameters_to_vector
 
 import ppo_atari_multigpu
-from tests.test_atari import TINY_ATARI
+import trpo_atari
+import trpo_atari_multigpu
+from tests.test_atari import TINY_ATARI, TINY_TRPO_ATARI
 from tests.test_scripts import REPO, eval_mean
 
 
@@ -80,36 +84,103 @@ def test_two_ranks_holding_half_a_minibatch_get_the_gradient_of_the_whole_miniba
         torch.testing.assert_close(rank_gradient, expected, rtol=1e-4, atol=1e-6)
 
 
-def training_worker(rank, world_size, port, folder, results):
+NETWORKS = {"ppo_atari_multigpu": ("Agent",), "trpo_atari_multigpu": ("Actor", "Critic")}
+SCRIPTS = {"ppo_atari_multigpu": ppo_atari_multigpu, "trpo_atari_multigpu": trpo_atari_multigpu}
+
+
+def training_worker(rank, world_size, port, folder, script_name, results):
+    script = SCRIPTS[script_name]
     join_group(rank, world_size, port)
     os.chdir(folder)
-    agents = []
+    networks = []
+    for name in NETWORKS[script_name]:  # record every network the script builds
 
-    class RecordedAgent(ppo_atari_multigpu.Agent):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            agents.append(self)
+        class Recorded(getattr(script, name)):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                networks.append(self)
 
-    ppo_atari_multigpu.Agent = RecordedAgent
-    args = ppo_atari_multigpu.Args(num_envs=2, num_steps=32, total_timesteps=256, eval_episodes=1)
-    args.update_epochs, args.num_minibatches = 2, 2
-    eval_returns = ppo_atari_multigpu.main(args)
-    results[rank] = (eval_returns, parameters_to_vector(agents[0].parameters()).detach().clone())
+        setattr(script, name, Recorded)
+    args = script.Args(num_envs=2, num_steps=32, total_timesteps=256, eval_episodes=1)
+    if script is ppo_atari_multigpu:
+        args.update_epochs, args.num_minibatches = 2, 2
+    else:
+        args.vf_epochs, args.vf_minibatches = 2, 2
+    eval_returns = script.main(args)
+    results[rank] = (eval_returns, [parameters_to_vector(net.parameters()).detach().clone() for net in networks])
 
 
-def test_after_a_distributed_run_every_rank_holds_the_same_networks(tmp_path):
+@pytest.mark.parametrize("script_name", SCRIPTS)
+def test_after_a_distributed_run_every_rank_holds_the_same_networks(script_name, tmp_path):
     results = mp.Manager().dict()
-    mp.spawn(training_worker, args=(2, free_port(), str(tmp_path), results), nprocs=2, join=True)
-    (returns_0, parameters_0), (returns_1, parameters_1) = results[0], results[1]
-    assert torch.equal(parameters_0, parameters_1)
+    mp.spawn(training_worker, args=(2, free_port(), str(tmp_path), script_name, results), nprocs=2, join=True)
+    (returns_0, networks_0), (returns_1, networks_1) = results[0], results[1]
+    assert len(networks_0) == len(networks_1) == len(NETWORKS[script_name])
+    for parameters_0, parameters_1 in zip(networks_0, networks_1):
+        assert torch.equal(parameters_0, parameters_1)
     assert len(returns_0) == 1 and returns_1 is None  # rank 0 alone evaluates
-    # It trained: the weights moved from their (broadcast) initial values.
+    # It trained: the policy moved from its (broadcast) initial weights.
     torch.manual_seed(1)
-    assert not torch.equal(parameters_0, parameters_to_vector(ppo_atari_multigpu.Agent(4).parameters()))
+    initial = parameters_to_vector(getattr(SCRIPTS[script_name], NETWORKS[script_name][0])(4).parameters())
+    assert not torch.equal(networks_0[0], initial)
     assert len(list(tmp_path.glob("runs/*/events.out.tfevents.*"))) == 1  # rank 0 alone logs
 
 
-def test_torchrun_smoke_logs_every_ranks_games_once(tmp_path):
+def trpo_batch():
+    torch.manual_seed(0)
+    actor = trpo_atari.Actor(4)
+    generator = torch.Generator().manual_seed(1)
+    obs = torch.randint(0, 256, (16, 4, 84, 84), dtype=torch.uint8, generator=generator)
+    advantages = torch.randn(16, generator=generator)
+    vector = torch.randn(parameters_to_vector(actor.parameters()).numel(), generator=generator)
+    with torch.no_grad():
+        logits = actor(obs)
+        actions = trpo_atari.sample_action(logits)
+        logprobs = torch.log_softmax(logits, -1).gather(-1, actions[:, None]).squeeze(-1)
+    return actor, (obs, actions, logprobs, advantages, logits), vector
+
+
+def trpo_step_on(script, actor, obs, actions, logprobs, advantages, logits, vector):
+    """A Fisher-vector product and a whole trust-region step, as the script computes them."""
+    fisher_vector_product = script.fisher_vector_product_fn(actor, obs)(vector)
+    objective_fn = partial(script.surrogate_objective, actor, obs, actions, logprobs, advantages, 0.01)
+    kl_fn = partial(script.state_kls, actor, obs, logits)
+    diagnostics = script.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
+    return fisher_vector_product.detach(), diagnostics, parameters_to_vector(actor.parameters()).detach()
+
+
+def trpo_equivalence_worker(rank, world_size, port, results):
+    join_group(rank, world_size, port)
+    dist.init_process_group("gloo")
+    actor, batch, vector = trpo_batch()
+    half = [tensor[rank * 8 : rank * 8 + 8] for tensor in batch]
+    results[rank] = trpo_step_on(trpo_atari_multigpu, actor, *half, vector)
+    dist.destroy_process_group()
+
+
+def test_two_ranks_holding_half_a_batch_take_the_trust_region_step_of_the_whole_batch():
+    results = mp.Manager().dict()
+    mp.spawn(trpo_equivalence_worker, args=(2, free_port(), results), nprocs=2, join=True)
+    actor, batch, vector = trpo_batch()
+    parameters_before = parameters_to_vector(actor.parameters()).detach().clone()
+    # trpo_atari.py, one process, on the whole batch.
+    fisher_vector_product, diagnostics, parameters = trpo_step_on(trpo_atari, actor, *batch, vector)
+    assert diagnostics["line_search_success"] == 1.0
+    for rank in (0, 1):
+        rank_product, rank_diagnostics, rank_parameters = results[rank]
+        torch.testing.assert_close(rank_product, fisher_vector_product, rtol=1e-4, atol=1e-6)
+        for key in ("kl", "max_state_kl", "expected_improvement", "actual_improvement", "step_fraction"):
+            assert rank_diagnostics[key] == pytest.approx(diagnostics[key], rel=1e-3), key
+        torch.testing.assert_close(
+            rank_parameters - parameters_before, parameters - parameters_before, rtol=1e-3, atol=1e-6
+        )
+    assert torch.equal(results[0][2], results[1][2])  # and the ranks agree exactly
+
+
+@pytest.mark.parametrize(
+    ("script", "tiny"), [("ppo_atari_multigpu.py", TINY_ATARI), ("trpo_atari_multigpu.py", TINY_TRPO_ATARI)]
+)
+def test_torchrun_smoke_run_trains_and_rank_0_logs_and_saves(script, tiny, tmp_path):
     command = [
         sys.executable,
         "-m",
@@ -119,7 +190,7 @@ def test_torchrun_smoke_logs_every_ranks_games_once(tmp_path):
         "--master-port",
         str(free_port()),
     ]
-    command += [os.path.join(REPO, "ppo_atari_multigpu.py"), *TINY_ATARI, "--total-timesteps", "1024", "--save-model"]
+    command += [os.path.join(REPO, script), *tiny, "--total-timesteps", "1024", "--save-model"]
     result = subprocess.run(
         command, cwd=tmp_path, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, check=False
     )
@@ -127,13 +198,17 @@ def test_torchrun_smoke_logs_every_ranks_games_once(tmp_path):
     # 1024 agent steps over 2 ranks x 2 envs x 32 steps: 8 updates of 128 steps each.
     assert re.search(r"^iter +8/8 step +1024 ", result.stdout, re.MULTILINE)
     assert np.isfinite(eval_mean(result.stdout))
-    assert len(list(tmp_path.glob("runs/*/ppo_atari_multigpu.model"))) == 1
+    assert len(list(tmp_path.glob(f"runs/*/{script[:-3]}.model"))) == 1
+    assert len(list(tmp_path.glob("runs/*/events.out.tfevents.*"))) == 1
 
 
-def test_without_torchrun_it_says_so_and_runs_as_one_process(tmp_path):
+@pytest.mark.parametrize(
+    ("script", "tiny"), [("ppo_atari_multigpu.py", TINY_ATARI), ("trpo_atari_multigpu.py", TINY_TRPO_ATARI)]
+)
+def test_without_torchrun_it_says_so_and_runs_as_one_process(script, tiny, tmp_path):
     env = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "ppo_atari_multigpu.py"), *TINY_ATARI, "--no-cuda"],
+        [sys.executable, os.path.join(REPO, script), *tiny, "--no-cuda"],
         cwd=tmp_path,
         env=dict(env, OMP_NUM_THREADS="1"),
         capture_output=True,
@@ -141,17 +216,16 @@ def test_without_torchrun_it_says_so_and_runs_as_one_process(tmp_path):
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert (
-        result.stderr.strip()
-        == "ppo_atari_multigpu.py: not started by torchrun: running as a single process (world size 1)"
-    )
+    expected = f"{script}: not started by torchrun: running as a single process (world size 1)"
+    assert result.stderr.strip() == expected
     assert re.search(r"^iter +2/2 step +128 ", result.stdout, re.MULTILINE)
 
 
-def test_more_local_ranks_than_gpus_is_one_clear_error(monkeypatch):
+@pytest.mark.parametrize("script", [ppo_atari_multigpu, trpo_atari_multigpu])
+def test_more_local_ranks_than_gpus_is_one_clear_error(script, monkeypatch):
     for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(SystemExit, match="ppo_atari_multigpu.py: error: 2 processes on this machine but 1 GPUs"):
-        ppo_atari_multigpu.main(ppo_atari_multigpu.Args())
+    with pytest.raises(SystemExit, match=f"{script.__name__}.py: error: 2 processes on this machine but 1 GPUs"):
+        script.main(script.Args())

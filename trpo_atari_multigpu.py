@@ -1,0 +1,1047 @@
+"""TRPO with the Nature CNN on Atari over torch.distributed: trpo_atari.py on many processes, GPUs and machines.
+
+    torchrun --nproc-per-node 2 trpo_atari_multigpu.py --num-envs 8
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 trpo_atari_multigpu.py
+
+Every process (rank) steps its own num_envs envs, so a batch is world_size x num_envs x num_steps.
+The policy gradient, every Fisher-vector product, the advantage statistics and the surrogate and KL
+values the line search compares are averaged over the ranks (the largest per-state KL is the largest
+of any rank), so every rank takes the same trust-region step; the critic's gradients are averaged
+per minibatch; the reward-scaling statistics take in every rank's returns after each rollout. The
+networks stay identical. Rank 0 alone logs (every rank's games), checkpoints, evaluates and records
+video. Backend nccl on CUDA (one GPU per local rank), gloo on the CPU. Started without torchrun, it
+runs as a single process.
+
+Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on
+Atari: many envs and large batches, rewards scaled by the running std of the discounted return,
+an entropy bonus that decays, Fisher-vector products on a subsample of the batch, and a trust
+region that shrinks (and a damping that grows) after repeated line-search failures. Every
+iteration:
+  1. collects num_steps x num_envs transitions and estimates advantages with GAE,
+  2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
+     mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
+  3. fits a separate value network (its own CNN, so a critic update can never move the policy).
+Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
+The default max_kl of 0.001 per 8192-step batch is OpenAI baselines' Atari TRPO setting.
+The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
+a long run into parts.
+"""
+
+import glob
+import math
+import os
+import pickle
+import random
+import re
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Literal
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.distributed as dist
+import tyro
+from torch import nn
+from torch.autograd import forward_ad
+from torch.distributions import Categorical
+from torch.distributions.kl import kl_divergence
+from torch.func import functional_call
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.utils.tensorboard import SummaryWriter
+
+gym.register_envs(ale_py)
+# ALE prints a banner to stderr whenever it starts a game; keep its warnings and errors only.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
+
+# Resuming with other values of these would not continue the same training run.
+RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps", "norm_reward", "world_size")
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of python, numpy, torch, every env and action space"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
+    track: bool = False
+    """if toggled, track the run with Weights and Biases"""
+    wandb_project_name: str = "trpo"
+    """the wandb project name"""
+    wandb_entity: str | None = None
+    """the wandb entity (team)"""
+    capture_video: bool = False
+    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end) and of the final evaluation into videos/{run_name}/eval"""
+    save_model: bool = False
+    """if toggled, save the networks and reward statistics to runs/{run_name}/{exp_name}.model"""
+    checkpoint_every: int = 0
+    """if positive, save all a resumed run needs to runs/{run_name}/checkpoint.pt every this many updates"""
+    resume: str | None = None
+    """a checkpoint.pt to continue training from (same env_id, num_envs, num_steps, norm_reward, number of processes)"""
+
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """the id of an Atari env: {Game}NoFrameskip-v4 (no sticky actions) or ALE/{Game}-v5 (sticky actions)"""
+    backend: Literal["ale", "gymnasium"] = "ale"
+    """the environment back end: ale-py's C++ vector env, or gymnasium wrappers in a vector env"""
+    total_timesteps: int = 10_000_000
+    """total agent steps over all envs of all processes (each is 4 frames)"""
+    num_envs: int = 8
+    """the number of parallel environments of each process"""
+    num_steps: int = 1024
+    """the number of steps per env per policy update"""
+    gamma: float = 0.99
+    """the discount factor"""
+    gae_lambda: float = 0.95
+    """the GAE lambda"""
+    norm_adv: bool = True
+    """if toggled, normalize the advantages over the batch"""
+    norm_reward: bool = True
+    """if toggled, scale the (clipped) rewards by the running std of the discounted return"""
+    max_kl: float = 0.001
+    """the initial trust region radius: the largest mean KL(old || new) a step may reach"""
+    cg_iters: int = 10
+    """conjugate gradient iterations"""
+    cg_damping: float = 0.1
+    """the initial damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
+    fvp_subsample: float = 0.1
+    """fraction of the batch used for Fisher-vector products (the TRPO paper used 10%)"""
+    backtrack_iters: int = 10
+    """the most line-search steps"""
+    backtrack_coeff: float = 0.8
+    """each line-search step shrinks the step by this factor"""
+    ent_coef: float = 0.01
+    """the initial coefficient of the entropy bonus in the surrogate objective"""
+    ent_decay: float = 0.995
+    """ent_coef is multiplied by this after every update"""
+    min_ent_coef: float = 0.001
+    """the floor of the decaying ent_coef"""
+    ls_fail_threshold: int = 3
+    """consecutive failed line searches that shrink the trust region"""
+    max_kl_decay: float = 0.7
+    """max_kl is multiplied by this when the trust region shrinks"""
+    min_max_kl: float = 0.0001
+    """the floor of max_kl"""
+    max_state_kl: float = 0.1
+    """the largest KL(old || new) a step may reach in any one state of the batch, whatever max_kl is"""
+    damping_growth: float = 2.0
+    """cg_damping is multiplied by this when the trust region shrinks"""
+    max_damping: float = 1.0
+    """the ceiling of cg_damping"""
+    vf_lr: float = 2.5e-4
+    """the Adam learning rate of the value network"""
+    vf_epochs: int = 3
+    """passes over the batch when fitting the value network"""
+    vf_minibatches: int = 16
+    """minibatches per value-network pass"""
+    bf16: bool = False
+    """if toggled, run all layers of the CNNs but the last in bfloat16 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
+    eval_episodes: int = 10
+    """games per evaluation (greedy actions, 5% random; see evaluate): after training and every eval_every iterations"""
+    eval_every: int = 0
+    """if positive, evaluate the current policy every this many iterations, logged against global_step"""
+    eval_only: str | None = None
+    """a .model (--save-model) or checkpoint.pt file: evaluate (and with --capture-video record) it instead of training"""
+
+    # Computed at runtime, not flags.
+    world_size: int = field(default=1, init=False)
+    """the number of processes"""
+    batch_size: int = field(default=0, init=False)
+    """the batch size of one process, num_envs * num_steps"""
+    num_iterations: int = field(default=0, init=False)
+    """the number of policy updates"""
+
+
+def ale_game_and_sticky_actions(env_id):
+    """'BreakoutNoFrameskip-v4' -> ('breakout', 0.0); 'ALE/MsPacman-v5' -> ('ms_pacman', 0.25)."""
+    match = re.fullmatch(r"ALE/(\w+)-v5", env_id) or re.fullmatch(r"(\w+)NoFrameskip-v4", env_id)
+    if match is None:
+        raise ValueError(f"{env_id!r} is neither {{Game}}NoFrameskip-v4 nor ALE/{{Game}}-v5")
+    game = re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
+    if game not in ale_py.roms.get_all_rom_ids():
+        raise ValueError(f"ale-py has no ROM for the game {game!r}")
+    return game, 0.25 if env_id.startswith("ALE/") else 0.0
+
+
+class EpisodicLife(gym.Wrapper):
+    """A life loss ends the episode for the learner; only a game over really resets the game."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        terminated = terminated or 0 < lives < self.lives
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if self.game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:  # continue the game after a lost life with a no-op
+            obs, _, _, _, info = self.env.step(0)
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE when a new game starts, for games that wait for it to start."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    """The standard Atari stack: no-op reset (30), frame skip 4 with max-pool, life-loss
+    termination, FIRE when a game starts, reward clipping to {-1, 0, 1}, 84x84 grayscale, stack of 4."""
+
+    def thunk():
+        _, sticky = ale_game_and_sticky_actions(env_id)
+        kwargs = {"frameskip": 1, "repeat_action_probability": sticky, "max_num_frames_per_episode": 108_000}
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array", **kwargs)
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id, **kwargs)
+        env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
+        # Below the life and reward wrappers, so it records whole games with unclipped scores.
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        # Below EpisodicLife, so FIRE is pressed when a game starts but not after a lost life: the
+        # ale back end (use_fire_reset) does the same, and the agent learns to serve again itself.
+        if "FIRE" in env.unwrapped.get_action_meanings():
+            env = FireReset(env)
+        env = EpisodicLife(env)
+        env = gym.wrappers.TransformReward(env, np.sign)
+        return gym.wrappers.FrameStackObservation(env, 4)
+
+    return thunk
+
+
+class GameScores:
+    """Whole-game scores from the ale back end, which reports none: sum the unclipped rewards
+    and close a game when it really ends (lives did not drop on a termination, or truncation)."""
+
+    def __init__(self, num_envs):
+        self.returns = np.zeros(num_envs)
+        self.lengths = np.zeros(num_envs, dtype=int)
+        self.lives = np.zeros(num_envs, dtype=int)
+
+    def update(self, rewards, terminations, truncations, lives):
+        """Add one step; return [(return, length)] of the games that ended."""
+        self.returns += rewards
+        self.lengths += 1
+        # With same-step autoreset, `lives` already belongs to the next game when one ended.
+        ended = np.flatnonzero(truncations | (terminations & (lives >= self.lives)))
+        self.lives = lives
+        finished = list(zip(self.returns[ended], self.lengths[ended]))
+        self.returns[ended] = 0
+        self.lengths[ended] = 0
+        return finished
+
+
+def finished_games(infos, scores, rewards, terminations, truncations):
+    """[(return, length)] of the whole games that ended this step, from either back end."""
+    if scores is not None:
+        return scores.update(rewards, terminations, truncations, infos["lives"])
+    final_info = infos.get("final_info", {})
+    if "_episode" not in final_info:
+        return []
+    ended = np.flatnonzero(final_info["_episode"])
+    return list(zip(final_info["episode"]["r"][ended], final_info["episode"]["l"][ended]))
+
+
+def make_envs(args, run_name, record):
+    """Both back ends, same-step autoreset: the obs returned with a done is the next episode's.
+    With capture_video every rank uses the gymnasium stack; only the one given record=True records."""
+    game, sticky = ale_game_and_sticky_actions(args.env_id)
+    if args.backend == "ale" and not args.capture_video:
+        return ale_py.vector_env.AtariVectorEnv(
+            game,
+            args.num_envs,
+            repeat_action_probability=sticky,
+            noop_max=30,
+            life_loss_info=True,  # terminate on a life loss; episodic_life=True would restart the game
+            reward_clipping=False,  # clipped in the loop, so that game scores stay unclipped
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    return gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, i, args.capture_video and record, run_name) for i in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
+def layer_init(layer, std=2**0.5, bias_const=0.0):
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def nature_cnn(num_outputs, last_layer_std):
+    """Nature DQN trunk (Mnih et al., 2015) with a linear output layer, on uint8 frames / 255."""
+    return nn.Sequential(
+        layer_init(nn.Conv2d(4, 32, 8, stride=4)),
+        nn.ReLU(),
+        layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+        nn.ReLU(),
+        layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+        nn.ReLU(),
+        nn.Flatten(),
+        layer_init(nn.Linear(64 * 7 * 7, 512)),
+        nn.ReLU(),
+        layer_init(nn.Linear(512, num_outputs), std=last_layer_std),
+    )
+
+
+def nature_cnn_forward(net, obs, bf16):
+    """net(obs / 255) for uint8 frames.
+
+    With bf16 the scaled frames and every layer but the last are bfloat16 (the weights and their
+    gradients stay float32): nearly all of the compute, at about half the time on CPUs with bfloat16
+    instructions. The last layer gets the features back in float32, so logits and values are
+    computed in float32."""
+    # Unpacked rather than sliced: net[:-1] would build a new nn.Sequential on every call.
+    *hidden_layers, last_layer = net
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    # Channels-last (NHWC) frames: oneDNN's CPU convolutions and their gradients are faster in that
+    # layout. Converted as uint8, the smallest copy.
+    frames = obs.contiguous(memory_format=torch.channels_last)
+    with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
+        features = frames.to(dtype) / 255.0
+        for layer in hidden_layers:
+            features = layer(features)
+    return last_layer(features.float())
+
+
+class Actor(nn.Module):
+    def __init__(self, num_actions, bf16=False):
+        super().__init__()
+        self.net = nature_cnn(num_actions, last_layer_std=0.01)
+        self.bf16 = bf16
+
+    def forward(self, obs):
+        """Logits of the categorical policy."""
+        return nature_cnn_forward(self.net, obs, self.bf16)
+
+
+class Critic(nn.Module):
+    """A network of its own: nothing the value loss trains is part of the policy."""
+
+    def __init__(self, bf16=False):
+        super().__init__()
+        self.net = nature_cnn(1, last_layer_std=1.0)
+        self.bf16 = bf16
+
+    def forward(self, obs):
+        return nature_cnn_forward(self.net, obs, self.bf16).squeeze(-1)
+
+
+class RunningMeanStd:
+    """Mean and variance of a stream of batches, merged with Chan et al.'s parallel formula."""
+
+    def __init__(self, shape):
+        self.mean = np.zeros(shape)
+        self.var = np.ones(shape)
+        self.count = 1e-4
+
+    def update(self, batch):
+        # One NaN or inf (from a broken reward or observation) would poison the statistics for good.
+        if not np.isfinite(batch).all():
+            return
+        batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.var = sum_sq / total
+        self.count = total
+
+    def state_dict(self):
+        return {"mean": torch.as_tensor(self.mean), "var": torch.as_tensor(self.var), "count": self.count}
+
+    def load_state_dict(self, state):
+        self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
+
+
+def sample_action(logits):
+    """Sample a ~ softmax(logits) for each row, by inverse CDF.
+
+    Written out rather than through torch.distributions.Categorical, whose construction costs
+    more than the rest of the step at rollout batch sizes. The log-probs pi_old(a|s) are computed
+    after the rollout in one batched pass, since the policy does not change during it."""
+    cumulative = torch.softmax(logits, dim=-1).cumsum(-1)
+    return (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1).clamp(max=logits.shape[-1] - 1)
+
+
+def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
+    """GAE over (num_steps, num_envs) tensors, all envs at once.
+
+    Convention: dones[t] = 1 when transition t ended its episode (a life loss, a game over or a
+    truncation), so s_{t+1} is not bootstrapped from. A truncated transition already
+    carries gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
+    """
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last_gae = torch.zeros_like(next_value)
+    for t in reversed(range(num_steps)):
+        next_values = next_value if t == num_steps - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_values * not_done - values[t]
+        last_gae = delta + gamma * gae_lambda * not_done * last_gae
+        advantages[t] = last_gae
+    return advantages, advantages + values
+
+
+def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef):
+    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))].
+
+    The gradient step and the line search both call this, so they optimise the same objective."""
+    dist = Categorical(logits=actor(obs))
+    ratio = torch.exp(dist.log_prob(actions) - old_logprobs)
+    return (ratio * advantages).mean() + ent_coef * dist.entropy().mean()
+
+
+def state_kls(actor, obs, old_logits):
+    """KL(pi_old(.|s) || pi_theta(.|s)) for every state; the old distribution is a constant."""
+    return kl_divergence(Categorical(logits=old_logits.detach()), Categorical(logits=actor(obs)))
+
+
+def fisher_vector_product_fn(actor, obs):
+    """Return v -> F v, with F the Hessian of mean KL(pi_old || pi_theta) at theta = theta_old.
+
+    At theta_old the KL's gradient w.r.t. the logits z is zero, so its Hessian w.r.t. theta is the
+    Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and M = diag(p) - p p^T the Hessian
+    of the KL w.r.t. z. J v is one forward-mode pass (dual numbers) and J^T u one backward pass
+    through a graph built once. For this CNN that is faster than getting J v by a double backward
+    pass, which is the faster choice for small MLPs.
+    """
+    params = dict(actor.named_parameters())
+    logits = actor(obs)
+    probs = torch.softmax(logits, dim=-1).detach()
+
+    def fisher_vector_product(vector):
+        with forward_ad.dual_level():
+            dual_params, offset = {}, 0
+            for name, p in params.items():
+                tangent = vector[offset : offset + p.numel()].view_as(p)
+                dual_params[name] = forward_ad.make_dual(p.detach(), tangent)
+                offset += p.numel()
+            jv = forward_ad.unpack_dual(functional_call(actor, dual_params, (obs,))).tangent
+        m_jv = probs * (jv - (probs * jv).sum(-1, keepdim=True))
+        grads = torch.autograd.grad(logits, params.values(), m_jv / obs.shape[0], retain_graph=True)
+        product = torch.cat([g.reshape(-1) for g in grads])
+        all_reduce_mean([product])  # F of all ranks' states: the mean of the ranks' products
+        return product
+
+    return fisher_vector_product
+
+
+def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
+    """Approximately solve A x = b for a symmetric positive-definite A given only v -> A v."""
+    x = torch.zeros_like(b)
+    residual = b.clone()
+    direction = b.clone()
+    residual_sq = residual @ residual
+    for _ in range(iters):
+        a_direction = matrix_vector_product(direction)
+        alpha = residual_sq / (direction @ a_direction)
+        x += alpha * direction
+        residual -= alpha * a_direction
+        new_residual_sq = residual @ residual
+        if new_residual_sq < residual_tol:
+            break
+        direction = residual + (new_residual_sq / residual_sq) * direction
+        residual_sq = new_residual_sq
+    return x
+
+
+def line_search(
+    actor, objective_fn, kl_fn, full_step, old_objective, max_kl, max_state_kl, backtrack_iters, backtrack_coeff
+):
+    """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
+    mean KL is at most max_kl, whose largest per-state KL is at most max_state_kl, and whose
+    objective beats old_objective = objective_fn() at theta_old. On failure theta_old is restored.
+
+    The TRPO paper's bound (its Theorem 1) is on the largest per-state KL; its practical algorithm
+    bounds the mean, which alone lets a large max_kl put a big change on a few states. kl_fn returns
+    the per-state KLs. Returns (success, step_fraction, iterations, kl, max state kl,
+    actual_improvement); both KLs are NaN on failure.
+    """
+    old_params = parameters_to_vector(actor.parameters()).detach().clone()
+    with torch.no_grad():
+        for k in range(backtrack_iters):
+            step_fraction = backtrack_coeff**k
+            vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
+            # The means over all ranks' states (equal shares), and the largest KL of any rank.
+            kls = kl_fn()
+            means = torch.stack([objective_fn(), kls.mean()])
+            all_reduce_mean([means])
+            largest = kls.max()
+            dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+            improvement, kl, largest_kl = means[0].item() - old_objective, means[1].item(), largest.item()
+            # NaN fails every comparison, so a non-finite trial step is never accepted.
+            if kl <= max_kl and largest_kl <= max_state_kl and improvement > 0:
+                return True, step_fraction, k + 1, kl, largest_kl, improvement
+        vector_to_parameters(old_params, actor.parameters())
+    return False, 0.0, backtrack_iters, float("nan"), float("nan"), 0.0
+
+
+def trpo_step(
+    actor, objective_fn, kl_fn, fvp_obs, max_kl, max_state_kl, cg_damping, cg_iters, backtrack_iters, backtrack_coeff
+):
+    """One trust-region step on the actor; returns the diagnostics logged under trpo/.
+
+    g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
+    step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
+    The step length uses the undamped x^T F x, the KL's own quadratic model, where OpenAI baselines,
+    Spinning Up and sb3-contrib use x^T (F + damping I) x: the damping only regularizes the solve,
+    and counting it in the length would make every step shorter than max_kl allows.
+    """
+    objective = objective_fn()
+    policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
+    objective = objective.detach()
+    all_reduce_mean([policy_gradient, objective])  # the gradient and value of the objective over all ranks
+    fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
+    step_direction = conjugate_gradient(lambda v: fisher_vector_product(v) + cg_damping * v, policy_gradient, cg_iters)
+    curvature = step_direction @ fisher_vector_product(step_direction)
+    full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
+    diagnostics = {
+        "kl": float("nan"),
+        "max_state_kl": float("nan"),
+        "expected_improvement": 0.0,
+        "actual_improvement": 0.0,
+        "line_search_success": 0.0,
+        "line_search_iters": 0,
+        "step_fraction": 0.0,
+        "nonfinite_skipped": 1.0,
+    }
+    if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
+        return diagnostics
+    success, step_fraction, iters, kl, largest_kl, actual_improvement = line_search(
+        actor,
+        objective_fn,
+        kl_fn,
+        full_step,
+        objective.item(),
+        max_kl,
+        max_state_kl,
+        backtrack_iters,
+        backtrack_coeff,
+    )
+    diagnostics.update(
+        kl=kl,
+        max_state_kl=largest_kl,
+        expected_improvement=step_fraction * (policy_gradient @ full_step).item(),
+        actual_improvement=actual_improvement,
+        line_search_success=float(success),
+        line_search_iters=iters,
+        step_fraction=step_fraction,
+        nonfinite_skipped=0.0,
+    )
+    return diagnostics
+
+
+def flatten_steps_envs(*tensors):
+    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
+    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
+
+
+def adapt_trust_region(max_kl, damping, consecutive_failures, success, args):
+    """After ls_fail_threshold failed line searches in a row, shrink max_kl and grow the damping
+    (within their bounds): the quadratic model is not trusted at the current radius.
+
+    Returns the new (max_kl, damping, consecutive_failures)."""
+    consecutive_failures = 0 if success else consecutive_failures + 1
+    if consecutive_failures >= args.ls_fail_threshold:
+        max_kl = max(max_kl * args.max_kl_decay, args.min_max_kl)
+        damping = min(damping * args.damping_growth, args.max_damping)
+        consecutive_failures = 0
+    return max_kl, damping, consecutive_failures
+
+
+def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
+    """Adam on shuffled minibatches of 1/2 (V(s) - R)^2; returns (mean loss, skipped steps).
+
+    A step whose loss or gradient is not finite is skipped, so a broken observation or return never
+    reaches the weights."""
+    batch_size = obs.shape[0]
+    minibatch_size = batch_size // minibatches
+    losses, skipped = [], 0
+    for _ in range(epochs):
+        permutation = torch.randperm(batch_size, device=obs.device)
+        for start in range(0, batch_size, minibatch_size):
+            idx = permutation[start : start + minibatch_size]
+            value_loss = 0.5 * ((critic(obs[idx]) - returns[idx]) ** 2).mean()
+            optimizer.zero_grad()
+            value_loss.backward()
+            # Averaged over the ranks, so every rank takes (or skips) the same step.
+            value_loss = value_loss.detach()
+            all_reduce_mean([p.grad for p in critic.parameters()] + [value_loss])
+            grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
+            if not torch.isfinite(value_loss + grad_norm):
+                skipped += 1
+                continue
+            optimizer.step()
+            losses.append(value_loss.detach())
+    return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
+
+
+def all_reduce_mean(tensors):
+    """Average a list of tensors over the ranks in place, with one all-reduce of their concatenation."""
+    flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for tensor, chunk in zip(tensors, flat.split([tensor.numel() for tensor in tensors])):
+        tensor.copy_(chunk.view_as(tensor))
+
+
+def global_mean_std(x):
+    """Mean and std of x over all ranks' values together: x.mean() and x.std() of their concatenation."""
+    moments = torch.stack([x.sum(), (x * x).sum(), torch.tensor(float(x.numel()), device=x.device)])
+    dist.all_reduce(moments)
+    total, total_sq, count = moments
+    mean = total / count
+    return mean, ((total_sq - count * mean**2) / (count - 1)).clamp(min=0).sqrt()
+
+
+def model_state(actor, critic, return_rms, args):
+    """What --save-model writes and --eval-only reads."""
+    return {
+        "actor": actor.state_dict(),
+        "critic": critic.state_dict(),
+        "return_rms": return_rms.state_dict() if return_rms is not None else None,
+        "args": vars(args),
+    }
+
+
+def save_atomically(state, path):
+    """torch.save to a temporary file, then rename: a run killed while saving keeps its last checkpoint."""
+    torch.save(state, f"{path}.tmp")
+    os.replace(f"{path}.tmp", path)
+
+
+def evaluate(actor, args, device, video_name=None, epsilon=0.05):
+    """args.eval_episodes whole games of the actor through the gymnasium stack, recorded into
+    videos/{video_name} if given; returns their scores.
+
+    Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
+    a fully greedy policy can stall forever in games like Breakout that wait for FIRE. Its env and
+    its epsilon draws are seeded with seed + 10_000 and it draws from no global random generator,
+    so evaluating during training leaves the run unchanged."""
+    env = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, 0, video_name is not None, video_name)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    rng = np.random.default_rng(args.seed + 10_000)
+    obs, _ = env.reset(seed=args.seed + 10_000)
+    scores = []
+    while len(scores) < args.eval_episodes:
+        with torch.no_grad():
+            action = actor(torch.as_tensor(obs, device=device)).argmax(-1).cpu().numpy()
+        if rng.random() < epsilon:
+            action = rng.integers(env.single_action_space.n, size=1)
+        obs, _, _, _, infos = env.step(action)
+        final_info = infos.get("final_info", {})
+        if "_episode" in final_info and final_info["_episode"][0]:
+            scores.append(float(final_info["episode"]["r"][0]))
+    env.close()
+    return scores
+
+
+def summarize_evaluation(scores):
+    """The one-line summary of an evaluation's game scores."""
+    return f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
+
+
+def load_model(path, num_actions, bf16):
+    """Return (the actor saved in a .model or checkpoint.pt file, None), or (None, why it cannot be used here)."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        return None, f"cannot read model file {path!r} ({type(e).__name__})"
+    try:
+        actor = Actor(num_actions, bf16)
+        actor.load_state_dict(checkpoint["actor"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        return None, f"{path!r} is not a model of this script for this game ({type(e).__name__})"
+    return actor, None
+
+
+def check_args(args):
+    """Return an error message for the first argument no run can use, else None.
+
+    Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
+    inf = math.inf
+    requirements = [
+        (args.num_envs >= 1, "num_envs must be at least 1"),
+        (args.num_steps >= 1, "num_steps must be at least 1"),
+        (
+            args.total_timesteps >= args.world_size * args.num_envs * args.num_steps,
+            "total_timesteps must be at least number of processes * num_envs * num_steps",
+        ),
+        (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
+        (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
+        (0 < args.max_kl < inf, "max_kl must be positive and finite"),
+        (0 < args.min_max_kl <= args.max_kl, "min_max_kl must be in (0, max_kl]"),
+        (args.max_kl <= args.max_state_kl < inf, "max_state_kl must be finite and at least max_kl"),
+        (args.cg_iters >= 1, "cg_iters must be at least 1"),
+        (
+            0 <= args.cg_damping <= args.max_damping < inf,
+            "cg_damping and max_damping must satisfy 0 <= cg_damping <= max_damping < inf",
+        ),
+        (0 < args.fvp_subsample <= 1, "fvp_subsample must be in (0, 1]"),
+        (args.backtrack_iters >= 1, "backtrack_iters must be at least 1"),
+        (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
+        (
+            0 <= args.min_ent_coef <= args.ent_coef < inf,
+            "ent_coef and min_ent_coef must satisfy 0 <= min_ent_coef <= ent_coef < inf",
+        ),
+        (0 < args.ent_decay <= 1, "ent_decay must be in (0, 1]"),
+        (args.ls_fail_threshold >= 1, "ls_fail_threshold must be at least 1"),
+        (0 < args.max_kl_decay <= 1, "max_kl_decay must be in (0, 1]"),
+        (1 <= args.damping_growth < inf, "damping_growth must be at least 1 and finite"),
+        (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
+        (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
+        (
+            1 <= args.vf_minibatches <= args.num_envs * args.num_steps,
+            "vf_minibatches must be in [1, num_envs * num_steps]",
+        ),
+        (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
+        (args.eval_every >= 0, "eval_every must be at least 0"),
+        (args.checkpoint_every >= 0, "checkpoint_every must be at least 0"),
+    ]
+    return next((message for ok, message in requirements if not ok), None)
+
+
+def load_training_state(path, args):
+    """Return (the training state saved at path, None), or (None, why this run cannot resume from it)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        return None, f"cannot read checkpoint {path!r} ({type(e).__name__})"
+    if not isinstance(state, dict) or "iteration" not in state:
+        return None, f"{path!r} is not a checkpoint.pt saved with --checkpoint-every"
+    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
+    if changed:
+        return None, f"{path!r} was saved with other {', '.join(changed)}"
+    return state, None
+
+
+def init_distributed(use_cuda, script):
+    """Join the process group torchrun describes (RANK, LOCAL_RANK, WORLD_SIZE, ...); without torchrun,
+    a group of one. Returns (rank, local_rank, world_size, error message or None)."""
+    if "RANK" not in os.environ:
+        print(f"{script}: not started by torchrun: running as a single process (world size 1)", file=sys.stderr)
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        return 0, 0, 1, None
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    local_world_size = int(os.environ["LOCAL_WORLD_SIZE"])
+    if use_cuda and torch.cuda.device_count() < local_world_size:
+        return rank, local_rank, 0, f"{local_world_size} processes on this machine but {torch.cuda.device_count()} GPUs"
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl" if use_cuda else "gloo")
+    return rank, local_rank, dist.get_world_size(), None
+
+
+def main(args):
+    script = os.path.basename(__file__)
+    use_cuda = args.cuda and torch.cuda.is_available()
+    rank, local_rank, args.world_size, error = init_distributed(use_cuda, script)
+    error = error or check_args(args)
+    if error:
+        # One line from rank 0; the other ranks stop without repeating it.
+        sys.exit(f"{script}: error: {error}" if rank == 0 else 1)
+    args.batch_size = args.num_envs * args.num_steps
+    args.num_iterations = args.total_timesteps // (args.world_size * args.batch_size)
+
+    if args.eval_only is not None:  # rank 0 plays; the other ranks have nothing to do
+        if rank != 0:
+            dist.destroy_process_group()
+            return None
+        try:
+            env = make_env(args.env_id, 0, False, "")()
+        except (ValueError, gym.error.Error) as e:
+            sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
+        num_actions = env.action_space.n
+        env.close()
+        actor, error = load_model(args.eval_only, num_actions, args.bf16)
+        if error:
+            sys.exit(f"{script}: error: {error}")
+        device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+        video_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}/eval"
+        scores = evaluate(actor.to(device), args, device, video_name if args.capture_video else None)
+        print(f"eval: {summarize_evaluation(scores)}")
+        return scores
+
+    resumed = None
+    if args.resume is not None:
+        resumed, error = load_training_state(args.resume, args)
+        if error:
+            sys.exit(f"{script}: error: {error}" if rank == 0 else 1)
+    # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
+    run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+
+    try:
+        envs = make_envs(args, run_name, record=rank == 0)
+    except (ValueError, gym.error.Error) as e:
+        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}" if rank == 0 else 1)
+    # Only the ale back end needs the game scores tracked here; the gymnasium one records its own.
+    scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
+
+    if args.track and rank == 0:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+            # A resumed run goes on in the W&B run it started instead of opening a second one.
+            id=resumed.get("wandb_id") if resumed else None,
+            resume="allow",
+        )
+    writer = None
+    if rank == 0:
+        # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
+        writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
+        writer.add_text(
+            "hyperparameters",
+            "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
+        )
+
+    # Each rank samples its own actions; the networks start as rank 0's.
+    random.seed(args.seed + rank)
+    np.random.seed(args.seed + rank)
+    torch.manual_seed(args.seed + rank)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    if rank == 0 and args.cuda and not use_cuda:
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
+    device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+
+    actor = Actor(envs.single_action_space.n, args.bf16).to(device)
+    critic = Critic(args.bf16).to(device)
+    for parameter in [*actor.parameters(), *critic.parameters()]:
+        dist.broadcast(parameter.data, src=0)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5, fused=True)
+    # Reward scaling divides by the std of the discounted return, not of the reward itself.
+    return_rms = RunningMeanStd(()) if args.norm_reward else None
+    discounted_return = np.zeros(args.num_envs)
+    max_kl, damping, ent_coef, consecutive_failures = args.max_kl, args.cg_damping, args.ent_coef, 0
+    start_iteration, global_step = 1, 0
+    if resumed is not None:  # the envs are not saved: a resumed run starts new games
+        actor.load_state_dict(resumed["actor"])
+        critic.load_state_dict(resumed["critic"])
+        critic_optimizer.load_state_dict(resumed["critic_optimizer"])
+        if return_rms is not None:
+            return_rms.load_state_dict(resumed["return_rms"])
+        max_kl, damping, ent_coef, consecutive_failures = resumed["trust_region"]
+        start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
+        python_rng, numpy_rng, torch_rng, cuda_rngs = resumed["rng"][rank]
+        random.setstate(python_rng)
+        np.random.set_state(numpy_rng)
+        torch.set_rng_state(torch_rng)
+        if cuda_rngs is not None and device.type == "cuda":
+            torch.cuda.set_rng_state_all(cuda_rngs)
+
+    # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
+    obs_shape = envs.single_observation_space.shape
+    observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+
+    start_step, start_time = global_step, time.time()
+    recent_returns = deque(maxlen=20)
+    recent_successes = deque(maxlen=20)
+    # Rank r's envs get the seeds seed + r * num_envs + i: rank 0's are the single-process script's.
+    envs.action_space.seed(args.seed + rank * args.num_envs)
+    next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
+    if scores is not None:
+        scores.lives = infos["lives"]
+    next_obs = torch.as_tensor(next_obs, device=device)
+
+    for iteration in range(start_iteration, args.num_iterations + 1):
+        finished = []  # this rank's games, logged by rank 0
+        rollout_returns = []  # this rank's discounted returns, for the reward statistics of all ranks
+        return_rms_before = None if return_rms is None else return_rms.state_dict()
+        for step in range(args.num_steps):
+            global_step += args.world_size * args.num_envs
+            observations[step] = next_obs
+            with torch.no_grad():
+                action = sample_action(actor(next_obs))
+            actions[step] = action
+
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            for game_return, game_length in finished_games(infos, scores, reward, terminations, truncations):
+                finished.append((float(game_return), int(game_length), global_step))
+
+            # ale-py's rewards are integers; float32 before anything fractional is added to them.
+            reward = np.sign(reward).astype(np.float32)
+            if return_rms is not None:
+                discounted_return = discounted_return * args.gamma + reward
+                return_rms.update(discounted_return)
+                rollout_returns.append(discounted_return.copy())
+                reward = reward / np.sqrt(return_rms.var + 1e-8)
+                discounted_return[terminations | truncations] = 0.0
+            # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
+            truncated = truncations & ~terminations
+            if truncated.any():
+                final_obs = torch.as_tensor(np.stack(infos["final_obs"][truncated]), device=device)
+                with torch.no_grad():
+                    reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
+            rewards[step] = torch.as_tensor(reward, device=device)
+            dones[step] = torch.as_tensor(terminations | truncations, device=device)
+            next_obs = torch.as_tensor(next_obs, device=device)
+
+        every_rank_finished = [None] * args.world_size if rank == 0 else None
+        dist.gather_object(finished, every_rank_finished, dst=0)
+        if rank == 0:
+            games = [game for rank_games in every_rank_finished for game in rank_games]
+            for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
+                recent_returns.append(game_return)
+                writer.add_scalar("charts/episodic_return", game_return, step_of_end)
+                writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+        if return_rms is not None:
+            # During the rollout each rank scaled with its own returns added; now all ranks' are.
+            every_rank_returns = [None] * args.world_size
+            dist.all_gather_object(every_rank_returns, np.stack(rollout_returns))
+            return_rms.load_state_dict(return_rms_before)
+            for step in range(args.num_steps):
+                return_rms.update(np.concatenate([returns[step] for returns in every_rank_returns]))
+
+        with torch.no_grad():
+            # V(s_t) in batched passes (chunks bound the memory): the critic is fixed until the update.
+            flat_values = [critic(chunk) for chunk in observations.flatten(0, 1).split(512)]
+            values = torch.cat(flat_values).view(args.num_steps, args.num_envs)
+            next_value = critic(next_obs)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+        b_obs, b_actions, b_advantages, b_returns, b_values = flatten_steps_envs(
+            observations, actions, advantages, returns, values
+        )
+        if args.norm_adv:  # with the statistics of all ranks' advantages together
+            mean, std = global_mean_std(b_advantages)
+            b_advantages = (b_advantages - mean) / (std + 1e-8)
+
+        # pi_old: the actor as it was during the rollout, in one batched pass.
+        with torch.no_grad():
+            old_logits = actor(b_obs)
+            old_dist = Categorical(logits=old_logits)
+            b_logprobs = old_dist.log_prob(b_actions)
+            entropy = old_dist.entropy().mean()
+            all_reduce_mean([entropy])
+        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
+        kl_fn = partial(state_kls, actor, b_obs, old_logits)
+        fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
+        fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
+        diagnostics = trpo_step(
+            actor,
+            objective_fn,
+            kl_fn,
+            fvp_obs,
+            max_kl,
+            args.max_state_kl,
+            damping,
+            args.cg_iters,
+            args.backtrack_iters,
+            args.backtrack_coeff,
+        )
+        success = bool(diagnostics["line_search_success"])
+        recent_successes.append(success)
+        if rank == 0:
+            writer.add_scalar("trpo/max_kl", max_kl, global_step)
+            writer.add_scalar("trpo/damping", damping, global_step)
+            writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
+        max_kl, damping, consecutive_failures = adapt_trust_region(max_kl, damping, consecutive_failures, success, args)
+        ent_coef = max(ent_coef * args.ent_decay, args.min_ent_coef)
+
+        value_loss, skipped_value_steps = fit_critic(
+            critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
+        )
+
+        # Every logged value is the same on all ranks but explained variance and SPS, which are rank 0's.
+        if rank == 0:
+            returns_var = b_returns.var()
+            explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
+            sps = int((global_step - start_step) / (time.time() - start_time))
+            writer.add_scalar("charts/SPS", sps, global_step)
+            writer.add_scalar("losses/value_loss", value_loss, global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("losses/entropy", entropy.item(), global_step)
+            writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
+            for key, value in diagnostics.items():
+                writer.add_scalar(f"trpo/{key}", value, global_step)
+            recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
+            print(
+                f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
+                f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
+                f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
+                f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g}"
+                + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
+            )
+        if args.checkpoint_every and iteration % args.checkpoint_every == 0:
+            # Every rank's random-number states, so each goes on with its own stream.
+            rng = (
+                random.getstate(),
+                np.random.get_state(),
+                torch.get_rng_state(),
+                torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
+            )
+            every_rank_rng = [None] * args.world_size if rank == 0 else None
+            dist.gather_object(rng, every_rank_rng, dst=0)
+        if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
+            training_state = {
+                **model_state(actor, critic, return_rms, args),
+                "critic_optimizer": critic_optimizer.state_dict(),
+                "run_name": run_name,
+                "wandb_id": wandb.run.id if args.track else None,
+                "iteration": iteration,
+                "global_step": global_step,
+                "trust_region": (max_kl, damping, ent_coef, consecutive_failures),
+                "rng": every_rank_rng,
+            }
+            save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
+        if args.eval_every and iteration % args.eval_every == 0 and rank == 0:
+            eval_returns = evaluate(actor, args, device)
+            writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
+            print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
+
+    eval_returns = None
+    if rank == 0:
+        if args.save_model:
+            model_path = f"runs/{run_name}/{args.exp_name}.model"
+            torch.save(model_state(actor, critic, return_rms, args), model_path)
+            print(f"model saved to {model_path}")
+        eval_returns = evaluate(actor, args, device, f"{run_name}/eval" if args.capture_video else None)
+        # The final evaluation game by game, and its mean as the last point of the evaluation curve.
+        for i, episodic_return in enumerate(eval_returns):
+            writer.add_scalar("eval/final_episodic_return", episodic_return, i)
+        writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
+        print(f"eval: {summarize_evaluation(eval_returns)}")
+        if args.track and args.capture_video:
+            for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
+                wandb.log({"videos": wandb.Video(video)})
+        writer.close()
+    envs.close()
+    dist.destroy_process_group()
+    return eval_returns
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
