@@ -32,7 +32,7 @@ from torch.distributions.kl import kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
-# ALE's ids (ALE/Breakout-ram-v5, ...) are registered only once ale-py is imported.
+# ALE's ids (ALE/Breakout-v5, ...) are registered only once ale-py is imported.
 gym.register_envs(ale_py)
 
 
