@@ -2,10 +2,12 @@
 
 For every env under the work folder: a markdown table (one row per implementation: final
 deterministic eval mean +- std over seeds, mean of the last 10 training episodes, steps per
-second, seeds) and a PNG of episodic return against env steps (mean over seeds, shaded band of
-+- one std), written to the output folder; the tables are also printed.
+second, seeds), under it each pair of implementations with a permutation test of their eval
+means, and a PNG of episodic return against env steps (mean over seeds, shaded band of +- one
+std), written to the output folder; the tables are also printed.
 
     python benchmarks/report.py --work benchmarks/work --out benchmarks/results
+    python benchmarks/report.py --work benchmarks/results/logs --thresholds HalfCheetah-v5=4000
 """
 
 import argparse
@@ -75,12 +77,49 @@ def curve(seed_runs, num_points=100):
     return grid, smoothed.mean(0), smoothed.std(0)
 
 
-def report(work, out):
-    """Write {env}.md and {env}.png for every env under work; return the markdown of all tables."""
+def permutation_p_value(a, b, permutations=100_000, seed=0):
+    """Two-sided p-value for the difference of the means of samples a and b: the share of random
+    relabellings of the pooled values whose difference of means is at least the observed one.
+
+    It assumes no shape of distribution, which matters for per-seed results that split into a
+    good and a poor mode. The relabellings are seeded, so the report is reproducible."""
+    pooled = np.concatenate([a, b])
+    observed = abs(np.mean(a) - np.mean(b))
+    shuffled = pooled[np.argsort(np.random.default_rng(seed).random((permutations, len(pooled))), axis=1)]
+    differences = np.abs(shuffled[:, : len(a)].mean(1) - shuffled[:, len(a) :].mean(1))
+    return (np.sum(differences >= observed * (1 - 1e-9)) + 1) / (permutations + 1)
+
+
+def comparison_lines(per_seed_evals, threshold=None):
+    """Markdown bullets under an env's table: each pair of implementations (with 2+ evaluated seeds
+    each) with the difference of their eval means and its permutation p-value, and, given a
+    threshold, how many seeds of each reach it."""
+    lines = []
+    if threshold is not None:
+        lines += [
+            f"- {name}: {sum(value >= threshold for value in evals)} of {len(evals)} seeds reach eval >= {threshold:g}"
+            for name, evals in per_seed_evals.items()
+        ]
+    names = [name for name, evals in per_seed_evals.items() if len(evals) >= 2]
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            a, b = np.array(per_seed_evals[first]), np.array(per_seed_evals[second])
+            lines.append(
+                f"- {first} - {second}: {a.mean() - b.mean():+.1f} eval, permutation test p = "
+                f"{permutation_p_value(a, b):.3f} ({len(a)} and {len(b)} seeds)"
+            )
+    return lines
+
+
+def report(work, out, thresholds=None):
+    """Write {env}.md and {env}.png for every env under work; return the markdown of all tables.
+
+    thresholds maps an env id to the eval return whose reach is counted per implementation."""
     out.mkdir(parents=True, exist_ok=True)
+    thresholds = thresholds or {}
     tables = []
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
-        rows, figure = [], plt.figure(figsize=(8, 4))
+        rows, per_seed_evals, figure = [], {}, plt.figure(figsize=(8, 4))
         # Twenty distinct colours, the ten dark ones first, so that folders of one env never share a colour.
         plt.gca().set_prop_cycle(color=plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2])
         for impl_folder in sorted(p for p in env_folder.iterdir() if p.is_dir()):
@@ -90,6 +129,8 @@ def report(work, out):
             if not seed_runs:
                 continue
             s = summarize(seed_runs)
+            if s["per_seed_eval"]:
+                per_seed_evals[impl_folder.name] = s["per_seed_eval"]
             per_seed = ", ".join(f"{value:.1f}" for value in s["per_seed_eval"])
             # A run stopped before its end (or still going) has no final evaluation, only training episodes.
             evaluation = (
@@ -112,6 +153,7 @@ def report(work, out):
         plt.tight_layout()
         figure.savefig(out / f"{env_folder.name}.png", dpi=100)
         plt.close(figure)
+        comparisons = comparison_lines(per_seed_evals, thresholds.get(env_folder.name))
         table = "\n".join(
             [
                 f"### {env_folder.name}",
@@ -120,6 +162,7 @@ def report(work, out):
                 "|-|-|-|-|-|-|",
                 *rows,
                 "",
+                *([*comparisons, ""] if comparisons else []),
                 f"![{env_folder.name}]({env_folder.name}.png)",
                 "",
             ]
@@ -133,8 +176,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=REPO / "benchmarks" / "work")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument(
+        "--thresholds",
+        nargs="*",
+        default=[],
+        metavar="ENV=RETURN",
+        help="count the seeds whose eval reaches RETURN on ENV, e.g. HalfCheetah-v5=4000",
+    )
     args = parser.parse_args()
-    print(report(args.work, args.out))
+    thresholds = {}
+    for item in args.thresholds:
+        env_id, _, value = item.partition("=")
+        thresholds[env_id] = float(value)
+    print(report(args.work, args.out, thresholds))
 
 
 if __name__ == "__main__":

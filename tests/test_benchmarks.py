@@ -110,6 +110,42 @@ def test_report_lists_per_seed_evaluations_in_seed_order(tmp_path):
     assert "| 3 | 100.0, 200.0, 300.0 |" in markdown  # seed10 after seed2, not after seed1
 
 
+def test_permutation_p_value_is_the_exact_share_of_relabellings_for_small_samples():
+    import itertools
+
+    a, b = np.array([5400.0, 1500.0, 5100.0, 4900.0]), np.array([3000.0, 3100.0, 2900.0, 1800.0])
+    pooled, observed = np.concatenate([a, b]), abs(a.mean() - b.mean())
+    # Every way of choosing which 4 of the 8 values form the first sample.
+    differences = [
+        abs(pooled[list(chosen)].mean() - np.delete(pooled, list(chosen)).mean())
+        for chosen in itertools.combinations(range(8), 4)
+    ]
+    exact = np.mean(np.array(differences) >= observed - 1e-9)
+    assert report_module.permutation_p_value(a, b) == pytest.approx(exact, abs=0.005)
+    assert report_module.permutation_p_value(a, a.copy()) == 1.0
+    # Fully separated samples of 4: only the observed split and its mirror are as extreme, 2 of 70.
+    assert report_module.permutation_p_value(a + 1e4, b) == pytest.approx(2 / 70, abs=0.003)
+
+
+def test_report_compares_implementations_and_counts_seeds_over_a_threshold(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    evaluations = {"ours": [5000.0, 5200.0, 1500.0], "theirs": [1000.0, 1200.0, 1100.0]}
+    for name, values in evaluations.items():
+        for seed, evaluation in enumerate(values, start=1):
+            writer = SummaryWriter(tmp_path / "work" / "HalfCheetah-v5" / name / f"seed{seed}" / "runs" / "run")
+            writer.add_scalar("charts/episodic_return", evaluation, 1000)
+            writer.add_scalar("eval/final_episodic_return", evaluation, 0)
+            writer.close()
+    markdown = report_module.report(tmp_path / "work", tmp_path / "out", {"HalfCheetah-v5": 4000})
+    assert "- ours: 2 of 3 seeds reach eval >= 4000" in markdown
+    assert "- theirs: 0 of 3 seeds reach eval >= 4000" in markdown
+    # The best 3 of 6 values form "ours" in 1 of the 20 splits (and in its mirror): p = 2/20.
+    p_value = report_module.permutation_p_value(np.array(evaluations["ours"]), np.array(evaluations["theirs"]))
+    assert p_value == pytest.approx(0.1, abs=0.005)
+    assert f"- ours - theirs: +2800.0 eval, permutation test p = {p_value:.3f} (3 and 3 seeds)" in markdown
+
+
 def test_every_file_linked_from_the_readme_and_results_pages_exists():
     pages = [REPO / "README.md", REPO / "benchmarks" / "RESULTS.md"]
     pages += sorted((REPO / "benchmarks" / "results").glob("*.md"))

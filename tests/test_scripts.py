@@ -108,6 +108,7 @@ BAD_INPUTS = [
     ("ppo_continuous.py", ["--clip-coef", "0"], "clip_coef"),
     ("trpo_discrete.py", ["--success-threshold", "nan"], "success_threshold"),
     ("trpo_continuous.py", ["--eval-episodes", "0"], "eval_episodes"),
+    ("trpo_continuous.py", ["--log-std-init", "nan"], "log_std_init"),
 ]
 
 
@@ -239,6 +240,16 @@ def test_trpo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch
     args = trpo_continuous.Args(env_id="Pendulum-v1", seed=1, gamma=0.9, total_timesteps=200_000)
     # The median: most episodes swing the pendulum up and hold it; one bad start can cost -1500.
     assert np.median(trpo_continuous.main(args)) >= -300
+
+
+def test_trpo_continuous_policy_starts_at_log_std_init(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = trpo_continuous.Args(
+        env_id="Pendulum-v1", num_envs=1, num_steps=64, total_timesteps=64, log_std_init=-2.0, eval_episodes=1
+    )
+    trpo_continuous.main(args)
+    # The entropy is logged for the rollout's policy, the initial one here: of a 1-d Gaussian with std e^-2.
+    assert read_scalars(tmp_path)["losses/entropy"][1][0] == pytest.approx(0.5 * np.log(2 * np.pi * np.e) - 2.0)
 
 
 def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
