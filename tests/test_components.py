@@ -239,6 +239,34 @@ def test_trpo_step_skips_non_finite_update():
     assert torch.equal(parameters_to_vector(actor.parameters()), before)
 
 
+def test_gaussian_trpo_step_with_zero_advantages_follows_the_entropy_bonus():
+    # With a flat surrogate only the entropy bonus can improve: the step must raise the policy's
+    # std, stay in the trust region, and the line search must count the entropy it gained.
+    torch.manual_seed(0)
+    actor = trpo_continuous.Actor(3, 2, log_std_init=-0.5)
+    obs = torch.randn(64, 3)
+    with torch.no_grad():
+        old_mean, old_log_std = actor(obs)
+        actions = actor.dist(obs).sample()
+        old_logprobs = actor.dist(obs).log_prob(actions).sum(-1)
+    ent_coef = 0.005
+    objective_fn = partial(
+        trpo_continuous.surrogate_objective, actor, obs, actions, old_logprobs, torch.zeros(64), ent_coef
+    )
+    kl_fn = partial(trpo_continuous.mean_kl, actor, obs, old_mean, old_log_std)
+
+    def entropy():
+        with torch.no_grad():
+            return actor.dist(obs).entropy().sum(-1).mean().item()
+
+    entropy_before = entropy()
+    diagnostics = trpo_continuous.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 0.1, 10, 10, 0.8)
+    assert diagnostics["line_search_success"] == 1.0
+    assert (actor.log_std.detach() > -0.5).all()
+    assert 0 < diagnostics["kl"] <= 0.01
+    assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-4)
+
+
 def test_running_mean_std_matches_numpy_over_batches():
     rms = trpo_discrete.RunningMeanStd((2,))
     data = np.random.default_rng(0).normal(loc=3.0, scale=2.0, size=(1000, 2))
