@@ -247,8 +247,9 @@ def test_gaussian_trpo_step_with_zero_advantages_follows_the_entropy_bonus():
     obs = torch.randn(64, 3)
     with torch.no_grad():
         old_mean, old_log_std = actor(obs)
-        actions = actor.dist(obs).sample()
-        old_logprobs = actor.dist(obs).log_prob(actions).sum(-1)
+        old_dist = Normal(old_mean, old_log_std.exp())
+        actions = old_dist.sample()
+        old_logprobs = old_dist.log_prob(actions).sum(-1)
     ent_coef = 0.005
     objective_fn = partial(
         trpo_continuous.surrogate_objective, actor, obs, actions, old_logprobs, torch.zeros(64), ent_coef
