@@ -14,15 +14,16 @@ runs as a single process.
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on
 Atari: many envs and large batches, rewards scaled by the running std of the discounted return,
-an entropy bonus that decays, Fisher-vector products on a subsample of the batch, and a trust
-region that shrinks (and a damping that grows) after repeated line-search failures. Every
-iteration:
+a strong entropy bonus, Fisher-vector products on a subsample of the batch, a bound on the KL
+of every state besides the mean, and a trust region that shrinks (and a damping that grows) after
+repeated line-search failures. Every iteration:
   1. collects num_steps x num_envs transitions and estimates advantages with GAE,
   2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
   3. fits a separate value network (its own CNN, so a critic update can never move the policy).
 Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
-The default max_kl of 0.001 per 8192-step batch is OpenAI baselines' Atari TRPO setting.
+The default max_kl of 0.02 per 8192-step batch is 20x OpenAI baselines' Atari TRPO setting; at
+ent_coef 0.01 such steps collapse the policy (benchmarks/RESULTS.md).
 The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
 a long run into parts.
 """
@@ -105,7 +106,7 @@ class Args:
     """if toggled, normalize the advantages over the batch"""
     norm_reward: bool = True
     """if toggled, scale the (clipped) rewards by the running std of the discounted return"""
-    max_kl: float = 0.001
+    max_kl: float = 0.02
     """the initial trust region radius: the largest mean KL(old || new) a step may reach"""
     cg_iters: int = 10
     """conjugate gradient iterations"""
@@ -117,9 +118,11 @@ class Args:
     """the most line-search steps"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by this factor"""
-    ent_coef: float = 0.01
+    # Every step spends the trust region on the gradient's noise too, and random moves of the logits
+    # lower the entropy: with a weak bonus a large max_kl collapses the policy (benchmarks/RESULTS.md).
+    ent_coef: float = 0.1
     """the initial coefficient of the entropy bonus in the surrogate objective"""
-    ent_decay: float = 0.995
+    ent_decay: float = 1.0
     """ent_coef is multiplied by this after every update"""
     min_ent_coef: float = 0.001
     """the floor of the decaying ent_coef"""

@@ -14,7 +14,7 @@ processes of one thread each (the *_multigpu.py scripts).
     python benchmarks/run.py trpo_discrete.py --envs CartPole-v1 Acrobot-v1 --seeds 1 2 3
     python benchmarks/run.py sb3:trpo --envs CartPole-v1 --seeds 1 2 3
     python benchmarks/run.py trpo_continuous.py --envs HalfCheetah-v5 -- --total-timesteps 1000000
-    python benchmarks/run.py trpo_atari.py --envs BreakoutNoFrameskip-v4 --seeds 1 --label trpo_atari_kl0.02 -- --max-kl 0.02
+    python benchmarks/run.py trpo_atari.py --envs BreakoutNoFrameskip-v4 --seeds 1 --label trpo_atari-kl0.01 -- --max-kl 0.01
     python benchmarks/run.py ppo_atari.py --envs PongNoFrameskip-v4 --seeds 1 -- --checkpoint-every 20
     python benchmarks/run.py ppo_atari_multigpu.py --envs BreakoutNoFrameskip-v4 --seeds 1 --jobs 1 --nproc 2
 """
