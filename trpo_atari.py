@@ -12,8 +12,7 @@ repeated line-search failures. Every iteration:
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
   3. fits a separate value network (its own CNN, so a critic update can never move the policy).
 Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
-The default max_kl of 0.02 per 8192-step batch is 20x OpenAI baselines' Atari TRPO setting; at
-ent_coef 0.01 such steps collapse the policy (benchmarks/RESULTS.md).
+The default max_kl of 0.02 per 8192-step batch is 20x OpenAI baselines' Atari TRPO setting.
 The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
 a long run into parts.
 """

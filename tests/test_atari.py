@@ -261,12 +261,13 @@ def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     is_trpo = script in (trpo_atari, trpo_atari_multigpu)
     networks = ("actor", "critic") if is_trpo else ("agent",)
+    ent_decay = 0.9  # a schedule that moves, so a resume that restarted it would show
 
     def run(total_timesteps, resume=None):
         args = tiny_args(script, total_timesteps)
         args.checkpoint_every, args.save_model, args.resume = 2, True, resume
         if is_trpo:
-            args.ent_decay = 0.9  # a schedule that moves, so a resume that restarted it would show
+            args.ent_decay = ent_decay
         script.main(args)
 
     run(total_timesteps=192)  # 3 updates; the checkpoint is taken after the 2nd
@@ -290,7 +291,7 @@ def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypa
     assert list(scalars["charts/SPS"][0]) == [64, 128, 192]
     if is_trpo:
         defaults = trpo_atari.Args()
-        ent_coef = defaults.ent_coef * 0.9**2
+        ent_coef = defaults.ent_coef * ent_decay**2
         assert saved["trust_region"] == pytest.approx((defaults.max_kl, defaults.cg_damping, ent_coef, 0))
         assert scalars["trpo/ent_coef"][1][-1] == pytest.approx(ent_coef)
         final = torch.load(run_folder / f"{script.__name__}.model")
