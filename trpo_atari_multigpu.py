@@ -408,18 +408,16 @@ def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
     return advantages, advantages + values
 
 
-def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef):
-    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))].
+def surrogate_and_state_kls(actor, obs, actions, old_logprobs, advantages, ent_coef, old_logits):
+    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))], and
+    KL(pi_old(.|s) || pi_theta(.|s)) for every state (the old distribution is a constant).
 
-    The gradient step and the line search both call this, so they optimise the same objective."""
+    The gradient step and every line-search trial call this, so they optimise the same objective.
+    One forward pass serves both values: it is nearly all of a trial's cost."""
     dist = Categorical(logits=actor(obs))
     ratio = torch.exp(dist.log_prob(actions) - old_logprobs)
-    return (ratio * advantages).mean() + ent_coef * dist.entropy().mean()
-
-
-def state_kls(actor, obs, old_logits):
-    """KL(pi_old(.|s) || pi_theta(.|s)) for every state; the old distribution is a constant."""
-    return kl_divergence(Categorical(logits=old_logits.detach()), Categorical(logits=actor(obs)))
+    objective = (ratio * advantages).mean() + ent_coef * dist.entropy().mean()
+    return objective, kl_divergence(Categorical(logits=old_logits.detach()), dist)
 
 
 def fisher_vector_product_fn(actor, obs):
@@ -472,16 +470,16 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 
 
 def line_search(
-    actor, objective_fn, kl_fn, full_step, old_objective, max_kl, max_state_kl, backtrack_iters, backtrack_coeff
+    actor, objective_and_kls_fn, full_step, old_objective, max_kl, max_state_kl, backtrack_iters, backtrack_coeff
 ):
     """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
     mean KL is at most max_kl, whose largest per-state KL is at most max_state_kl, and whose
-    objective beats old_objective = objective_fn() at theta_old. On failure theta_old is restored.
+    objective beats old_objective, its value at theta_old. On failure theta_old is restored.
 
     The TRPO paper's bound (its Theorem 1) is on the largest per-state KL; its practical algorithm
-    bounds the mean, which alone lets a large max_kl put a big change on a few states. kl_fn returns
-    the per-state KLs. Returns (success, step_fraction, iterations, kl, max state kl,
-    actual_improvement); both KLs are NaN on failure.
+    bounds the mean, which alone lets a large max_kl put a big change on a few states.
+    objective_and_kls_fn returns the objective and the per-state KLs. Returns (success,
+    step_fraction, iterations, kl, max state kl, actual_improvement); both KLs are NaN on failure.
     """
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
@@ -489,8 +487,8 @@ def line_search(
             step_fraction = backtrack_coeff**k
             vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
             # The means over all ranks' states (equal shares), and the largest KL of any rank.
-            kls = kl_fn()
-            means = torch.stack([objective_fn(), kls.mean()])
+            objective, kls = objective_and_kls_fn()
+            means = torch.stack([objective, kls.mean()])
             all_reduce_mean([means])
             largest = kls.max()
             dist.all_reduce(largest, op=dist.ReduceOp.MAX)
@@ -503,7 +501,7 @@ def line_search(
 
 
 def trpo_step(
-    actor, objective_fn, kl_fn, fvp_obs, max_kl, max_state_kl, cg_damping, cg_iters, backtrack_iters, backtrack_coeff
+    actor, objective_and_kls_fn, fvp_obs, max_kl, max_state_kl, cg_damping, cg_iters, backtrack_iters, backtrack_coeff
 ):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
@@ -513,7 +511,7 @@ def trpo_step(
     Spinning Up and sb3-contrib use x^T (F + damping I) x: the damping only regularizes the solve,
     and counting it in the length would make every step shorter than max_kl allows.
     """
-    objective = objective_fn()
+    objective, _ = objective_and_kls_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
     objective = objective.detach()
     all_reduce_mean([policy_gradient, objective])  # the gradient and value of the objective over all ranks
@@ -535,8 +533,7 @@ def trpo_step(
         return diagnostics
     success, step_fraction, iters, kl, largest_kl, actual_improvement = line_search(
         actor,
-        objective_fn,
-        kl_fn,
+        objective_and_kls_fn,
         full_step,
         objective.item(),
         max_kl,
@@ -948,14 +945,14 @@ def main(args):
             b_logprobs = old_dist.log_prob(b_actions)
             entropy = old_dist.entropy().mean()
             all_reduce_mean([entropy])
-        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
-        kl_fn = partial(state_kls, actor, b_obs, old_logits)
+        objective_and_kls_fn = partial(
+            surrogate_and_state_kls, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef, old_logits
+        )
         fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
         fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
         diagnostics = trpo_step(
             actor,
-            objective_fn,
-            kl_fn,
+            objective_and_kls_fn,
             fvp_obs,
             max_kl,
             args.max_state_kl,

@@ -143,9 +143,10 @@ def trpo_batch():
 def trpo_step_on(script, actor, obs, actions, logprobs, advantages, logits, vector):
     """A Fisher-vector product and a whole trust-region step, as the script computes them."""
     fisher_vector_product = script.fisher_vector_product_fn(actor, obs)(vector)
-    objective_fn = partial(script.surrogate_objective, actor, obs, actions, logprobs, advantages, 0.01)
-    kl_fn = partial(script.state_kls, actor, obs, logits)
-    diagnostics = script.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
+    objective_and_kls_fn = partial(
+        script.surrogate_and_state_kls, actor, obs, actions, logprobs, advantages, 0.01, logits
+    )
+    diagnostics = script.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
     return fisher_vector_product.detach(), diagnostics, parameters_to_vector(actor.parameters()).detach()
 
 

@@ -37,18 +37,21 @@ def test_critic_update_leaves_policy_unchanged(batch):
 
 
 def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failures(batch):
-    actor, obs, actions, logprobs, _ = batch
+    actor, obs, actions, logprobs, logits = batch
     args = trpo_atari.Args(ls_fail_threshold=3, max_kl_decay=0.5, min_max_kl=0.002, damping_growth=2.0, max_damping=1.0)
-    objective_fn = partial(trpo_atari.surrogate_objective, actor, obs, actions, logprobs, torch.randn(32), 0.01)
+    surrogate = partial(
+        trpo_atari.surrogate_and_state_kls, actor, obs, actions, logprobs, torch.randn(32), 0.01, logits
+    )
 
     def kl_too_large():  # every trial step looks like it leaves the trust region
-        return torch.tensor(1.0)
+        objective, kls = surrogate()
+        return objective, torch.ones_like(kls)
 
     before = parameters_to_vector(actor.parameters()).detach().clone()
     max_kl, damping, failures = 0.01, 0.1, 0
     schedule = []
     for _ in range(9):
-        diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_too_large, obs, max_kl, 1.0, damping, 5, 3, 0.8)
+        diagnostics = trpo_atari.trpo_step(actor, kl_too_large, obs, max_kl, 1.0, damping, 5, 3, 0.8)
         assert diagnostics["line_search_success"] == 0.0 and np.isnan(diagnostics["kl"])
         max_kl, damping, failures = trpo_atari.adapt_trust_region(max_kl, damping, failures, False, args)
         schedule.append((max_kl, damping))
@@ -73,15 +76,16 @@ def test_line_search_checks_the_objective_that_was_differentiated_entropy_includ
         actions = trpo_atari.sample_action(logits)
         logprobs = torch.log_softmax(logits, -1).gather(-1, actions[:, None]).squeeze(-1)
     ent_coef = 0.1
-    objective_fn = partial(trpo_atari.surrogate_objective, actor, obs, actions, logprobs, torch.zeros(32), ent_coef)
-    kl_fn = partial(trpo_atari.state_kls, actor, obs, logits)
+    objective_and_kls_fn = partial(
+        trpo_atari.surrogate_and_state_kls, actor, obs, actions, logprobs, torch.zeros(32), ent_coef, logits
+    )
 
     def entropy():
         with torch.no_grad():
             return torch.distributions.Categorical(logits=actor(obs)).entropy().mean().item()
 
     entropy_before = entropy()
-    diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
+    diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
     assert diagnostics["line_search_success"] == 1.0
     assert entropy() > entropy_before
     assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-3)
@@ -93,15 +97,16 @@ def test_a_large_trust_region_still_bounds_the_kl_of_every_state(batch, max_stat
     actor, obs, actions, logprobs, logits = batch
     advantages = torch.zeros(32)
     advantages[:2] = 10.0
-    objective_fn = partial(trpo_atari.surrogate_objective, actor, obs, actions, logprobs, advantages, 0.0)
-    kl_fn = partial(trpo_atari.state_kls, actor, obs, logits)
+    objective_and_kls_fn = partial(
+        trpo_atari.surrogate_and_state_kls, actor, obs, actions, logprobs, advantages, 0.0, logits
+    )
     before = parameters_to_vector(actor.parameters()).detach().clone()
 
     def step(max_state_kl):
         trpo_atari.vector_to_parameters(before, actor.parameters())
-        diagnostics = trpo_atari.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, max_state_kl, 0.1, 10, 10, 0.8)
+        diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, max_state_kl, 0.1, 10, 10, 0.8)
         with torch.no_grad():
-            measured = kl_fn()
+            _, measured = objective_and_kls_fn()
         return diagnostics, measured
 
     unbounded, unbounded_kls = step(max_state_kl=float("inf"))
@@ -112,6 +117,23 @@ def test_a_large_trust_region_still_bounds_the_kl_of_every_state(batch, max_stat
     assert bounded_kls.max() <= max_state_kl and bounded_kls.mean() <= 0.01
     assert bounded["max_state_kl"] == pytest.approx(bounded_kls.max().item())
     assert bounded["step_fraction"] < unbounded["step_fraction"]
+
+
+def test_each_line_search_trial_is_one_forward_pass_of_the_batch(batch):
+    """The objective and the KLs of a trial come from the same logits: a trial costs one pass, not two."""
+    actor, obs, actions, logprobs, logits = batch
+    objective_and_kls_fn = partial(
+        trpo_atari.surrogate_and_state_kls, actor, obs, actions, logprobs, torch.randn(32), 0.01, logits
+    )
+    objective, _ = objective_and_kls_fn()
+    gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
+    forward_passes = []
+    actor.register_forward_hook(lambda *_: forward_passes.append(1))
+    success, _, iters, kl, _, _ = trpo_atari.line_search(
+        actor, objective_and_kls_fn, 100 * gradient / gradient.norm(), objective.item(), 0.01, 1.0, 30, 0.5
+    )
+    assert success and kl <= 0.01
+    assert iters > 1 and len(forward_passes) == iters  # the long first trials failed, each after one pass
 
 
 def test_bf16_fisher_vector_product_stays_close_to_float32(batch):
