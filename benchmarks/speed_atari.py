@@ -4,11 +4,15 @@ sb3-contrib TRPO set to the same sizes (benchmarks/sb3_equal.py), each of ours w
 in float32 and with --bf16. The runs alternate, round after round, and the table shows medians and
 ratios, and the raw env throughput of each back end with random actions (what the env side alone
 allows). sb3-contrib TRPO at its default sub_sampling_factor of 1 needs about 9 GB of memory.
+With --recipes it times our own recipes instead, on the ale back end: trpo_atari.py at its defaults,
+trpo_atari.py with OpenAI baselines' Atari trust region (max_kl 0.001) and a weak decaying entropy
+bonus, and ppo_atari.py at its defaults, three TRPO batches (24,576 agent steps) each.
 
     pip install -r benchmarks/requirements.txt
     python benchmarks/speed_atari.py --rounds 3
     python benchmarks/speed_atari.py --rounds 2 --scripts trpo
     python benchmarks/speed_atari.py --rounds 3 --precisions float32   # CPUs without bfloat16 instructions
+    python benchmarks/speed_atari.py --recipes --rounds 3 --threads 1 --precisions bf16
 """
 
 import argparse
@@ -47,21 +51,8 @@ def random_action_sps(env_id, backend, seconds=15.0):
     return steps / (time.time() - start)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env-id", default="BreakoutNoFrameskip-v4")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--total-timesteps", type=int, default=8192, help="agent steps per PPO run")
-    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS for every run")
-    parser.add_argument("--scripts", nargs="+", choices=["ppo", "trpo"], default=["ppo", "trpo"])
-    parser.add_argument(
-        "--precisions", nargs="+", choices=["float32", "bf16"], default=["float32", "bf16"],
-        help="which of our rows to run: --bf16 is many times slower on CPUs without bfloat16 instructions",
-    )  # fmt: skip
-    args = parser.parse_args()
-    # Our rows are named by their flags: "... --backend=ale" and "... --backend=ale --bf16".
-    precision_suffixes = [{"float32": "", "bf16": " --bf16"}[precision] for precision in args.precisions]
-
+def library_commands(args, precision_suffixes):
+    """Our scripts with both back ends beside the reference libraries: {row: command}, {row: reference row}."""
     import trpo_atari
 
     trpo_defaults = trpo_atari.Args()
@@ -111,6 +102,47 @@ def main():
         commands["sb3-contrib TRPO"] = sb3_contrib
         # Its whole policy step on every 10th sample: cheaper than our 10% subsample of the Fisher products alone.
         commands["sb3-contrib TRPO --sub-sampling-factor=10"] = [*sb3_contrib, "--sub-sampling-factor=10"]
+    return commands, reference_of
+
+
+def recipe_commands(args, precision_suffixes):
+    """Our recipes on the ale back end, each beside trpo_atari.py's defaults: {row: command}, {row: reference row}."""
+    import trpo_atari
+
+    trpo_defaults = trpo_atari.Args()
+    # Three TRPO batches: a run's first update also pays for oneDNN's warm-up.
+    timesteps = 3 * trpo_defaults.num_envs * trpo_defaults.num_steps
+    small_trust_region = ["--max-kl=0.001", "--ent-coef=0.01", "--ent-decay=0.995"]
+    commands, reference_of = {}, {}
+    for suffix in precision_suffixes:
+        common = [f"--env-id={args.env_id}", "--eval-episodes=1", f"--total-timesteps={timesteps}", *suffix.split()]
+        trpo = [sys.executable, os.path.join(REPO, "trpo_atari.py"), *common]
+        rows = {
+            f"trpo_atari.py{suffix}": trpo,
+            " ".join(["trpo_atari.py", *small_trust_region]) + suffix: [*trpo, *small_trust_region],
+            f"ppo_atari.py{suffix}": [sys.executable, os.path.join(REPO, "ppo_atari.py"), *common],
+        }
+        commands.update(rows)
+        reference_of.update({name: f"trpo_atari.py{suffix}" for name in rows if name != f"trpo_atari.py{suffix}"})
+    return commands, reference_of
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env-id", default="BreakoutNoFrameskip-v4")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--total-timesteps", type=int, default=8192, help="agent steps per PPO run")
+    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS for every run")
+    parser.add_argument("--scripts", nargs="+", choices=["ppo", "trpo"], default=["ppo", "trpo"])
+    parser.add_argument(
+        "--precisions", nargs="+", choices=["float32", "bf16"], default=["float32", "bf16"],
+        help="which of our rows to run: --bf16 is many times slower on CPUs without bfloat16 instructions",
+    )  # fmt: skip
+    parser.add_argument("--recipes", action="store_true", help="time our recipes against each other instead")
+    args = parser.parse_args()
+    # Our rows are named by their flags: "... --backend=ale" and "... --backend=ale --bf16".
+    precision_suffixes = [{"float32": "", "bf16": " --bf16"}[precision] for precision in args.precisions]
+    commands, reference_of = (recipe_commands if args.recipes else library_commands)(args, precision_suffixes)
 
     results = {name: [] for name in commands}
     for round_number in range(1, args.rounds + 1):
@@ -123,9 +155,11 @@ def main():
     print("|-|-|-|-|")
     for name, median in medians.items():
         versus = [f"{median / medians[reference_of[name]]:.2f}x {reference_of[name]}"] if name in reference_of else []
-        if name.startswith("trpo_atari.py"):
+        if name.startswith("trpo_atari.py --backend"):
             versus.append(f"{median / medians['sb3-contrib TRPO --sub-sampling-factor=10']:.2f}x its 10% sub-sampling")
         print(f"| {name} | {median:.0f} | {results[name]} | {', '.join(versus) or 'reference'} |")
+    if args.recipes:
+        return
     ceilings = {backend: random_action_sps(args.env_id, backend) for backend in ("ale", "gymnasium")}
     print(f"\nrandom actions, 8 envs: ale {ceilings['ale']:.0f} SPS, gymnasium {ceilings['gymnasium']:.0f} SPS")
     for script in args.scripts:
