@@ -14,9 +14,9 @@ runs as a single process.
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on
 Atari: many envs and large batches, rewards scaled by the running std of the discounted return,
-a strong entropy bonus, Fisher-vector products on a subsample of the batch, a bound on the KL
-of every state besides the mean, and a trust region that shrinks (and a damping that grows) after
-repeated line-search failures. Every iteration:
+an entropy bonus that adapts to hold the policy's entropy at 90% of its maximum, Fisher-vector
+products on a subsample of the batch, a bound on the KL of every state besides the mean, and a
+trust region that shrinks (and a damping that grows) after repeated line-search failures. Every iteration:
   1. collects num_steps x num_envs transitions and estimates advantages with GAE,
   2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
@@ -118,13 +118,19 @@ class Args:
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by this factor"""
     # Every step spends the trust region on the gradient's noise too, and random moves of the logits
-    # lower the entropy: with a weak bonus a large max_kl collapses the policy (benchmarks/RESULTS.md).
+    # lower the entropy: with a weak bonus a large max_kl collapses the policy, while a fixed strong
+    # one holds some games at the uniform policy (BeamRider, benchmarks/RESULTS.md). So the bonus
+    # follows the entropy it is there to keep.
     ent_coef: float = 0.1
     """the initial coefficient of the entropy bonus in the surrogate objective"""
+    target_entropy_frac: float = 0.9
+    """if > 0, ent_coef adapts to hold the policy's entropy at this fraction of ln(number of actions)"""
+    ent_coef_rate: float = 2.0
+    """log(ent_coef) moves by this times (target entropy - entropy) / ln(number of actions) per update"""
     ent_decay: float = 1.0
-    """ent_coef is multiplied by this after every update"""
+    """with target_entropy_frac 0: ent_coef is multiplied by this after every update"""
     min_ent_coef: float = 0.001
-    """the floor of the decaying ent_coef"""
+    """the floor of ent_coef"""
     ls_fail_threshold: int = 3
     """consecutive failed line searches that shrink the trust region"""
     max_kl_decay: float = 0.7
@@ -572,6 +578,18 @@ def adapt_trust_region(max_kl, damping, consecutive_failures, success, args):
     return max_kl, damping, consecutive_failures
 
 
+def adapt_entropy_coef(ent_coef, entropy, num_actions, args):
+    """The entropy bonus for the next update. With a target, a multiplicative controller: the bonus
+    grows while the policy's entropy is below target_entropy_frac * ln(num_actions) and shrinks while
+    it is above; without one, the decay schedule. Stays within [min_ent_coef, 1]: the cap bounds the
+    wind-up while the trust region holds the entropy away from its target."""
+    if args.target_entropy_frac == 0:
+        return max(ent_coef * args.ent_decay, args.min_ent_coef)
+    max_entropy = math.log(num_actions)
+    relative_gap = (args.target_entropy_frac * max_entropy - entropy) / max_entropy
+    return min(max(ent_coef * math.exp(args.ent_coef_rate * relative_gap), args.min_ent_coef), 1.0)
+
+
 def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
     """Adam on shuffled minibatches of 1/2 (V(s) - R)^2; returns (mean loss, skipped steps).
 
@@ -710,6 +728,12 @@ def check_args(args):
             "ent_coef and min_ent_coef must satisfy 0 <= min_ent_coef <= ent_coef < inf",
         ),
         (0 < args.ent_decay <= 1, "ent_decay must be in (0, 1]"),
+        (0 <= args.target_entropy_frac < 1, "target_entropy_frac must be in [0, 1)"),
+        (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
+        (
+            args.target_entropy_frac == 0 or args.ent_decay == 1,
+            "ent_decay needs --target-entropy-frac 0: the adaptive entropy bonus has no decay",
+        ),
         (args.ls_fail_threshold >= 1, "ls_fail_threshold must be at least 1"),
         (0 < args.max_kl_decay <= 1, "max_kl_decay must be in (0, 1]"),
         (1 <= args.damping_growth < inf, "damping_growth must be at least 1 and finite"),
@@ -968,7 +992,7 @@ def main(args):
             writer.add_scalar("trpo/damping", damping, global_step)
             writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
         max_kl, damping, consecutive_failures = adapt_trust_region(max_kl, damping, consecutive_failures, success, args)
-        ent_coef = max(ent_coef * args.ent_decay, args.min_ent_coef)
+        ent_coef = adapt_entropy_coef(ent_coef, entropy.item(), envs.single_action_space.n, args)
 
         value_loss, skipped_value_steps = fit_critic(
             critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
@@ -991,7 +1015,8 @@ def main(args):
                 f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
                 f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
                 f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
-                f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g}"
+                f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g} "
+                f"entropy {entropy.item():.2f} bonus {ent_coef:.3f}"
                 + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
             )
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:

@@ -112,7 +112,7 @@ def recipe_commands(args, precision_suffixes):
     trpo_defaults = trpo_atari.Args()
     # Three TRPO batches: a run's first update also pays for oneDNN's warm-up.
     timesteps = 3 * trpo_defaults.num_envs * trpo_defaults.num_steps
-    small_trust_region = ["--max-kl=0.001", "--ent-coef=0.01", "--ent-decay=0.995"]
+    small_trust_region = ["--max-kl=0.001", "--target-entropy-frac=0", "--ent-coef=0.01", "--ent-decay=0.995"]
     commands, reference_of = {}, {}
     for suffix in precision_suffixes:
         common = [f"--env-id={args.env_id}", "--eval-episodes=1", f"--total-timesteps={timesteps}", *suffix.split()]

@@ -1,4 +1,4 @@
-"""trpo_atari.py: critic isolation, the adaptive trust region and the entropy-consistent objective."""
+"""trpo_atari.py: critic isolation, the adaptive trust region and entropy bonus, the entropy-consistent objective."""
 
 from functools import partial
 
@@ -64,6 +64,30 @@ def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failur
     # Bounds hold, and a success resets the count of consecutive failures.
     assert trpo_atari.adapt_trust_region(0.002, 0.8, 2, False, args) == pytest.approx((0.002, 1.0, 0))
     assert trpo_atari.adapt_trust_region(0.01, 0.1, 2, True, args) == (0.01, 0.1, 0)
+
+
+def test_entropy_bonus_grows_below_its_target_entropy_and_shrinks_above_it():
+    args = trpo_atari.Args(target_entropy_frac=0.9, ent_coef_rate=2.0, min_ent_coef=0.001)
+    max_entropy = np.log(NUM_ACTIONS)
+    target = 0.9 * max_entropy
+    adapt = partial(trpo_atari.adapt_entropy_coef, num_actions=NUM_ACTIONS, args=args)
+    assert adapt(0.1, entropy=target - 0.1 * max_entropy) == pytest.approx(0.1 * np.exp(0.2))
+    assert adapt(0.1, entropy=target + 0.05 * max_entropy) == pytest.approx(0.1 * np.exp(-0.1))
+    assert adapt(0.1, entropy=target) == pytest.approx(0.1)
+    assert adapt(0.0011, entropy=max_entropy) == pytest.approx(0.001)  # the floor
+    assert adapt(0.95, entropy=0.0) == 1.0  # the cap
+    # Closed loop, with an entropy that rises with the bonus: the controller settles on the bonus
+    # that puts the entropy at its target, from either side.
+    for ent_coef in (1.0, 0.001):
+        for _ in range(300):
+            entropy = max_entropy * ent_coef / (ent_coef + 0.01)
+            ent_coef = adapt(ent_coef, entropy=entropy)
+        assert entropy == pytest.approx(target, abs=1e-3)
+        assert ent_coef == pytest.approx(0.09, rel=1e-2)
+    # Without a target, the decay schedule.
+    decay = trpo_atari.Args(target_entropy_frac=0.0, ent_decay=0.5, min_ent_coef=0.01)
+    assert trpo_atari.adapt_entropy_coef(0.1, 0.0, NUM_ACTIONS, decay) == pytest.approx(0.05)
+    assert trpo_atari.adapt_entropy_coef(0.015, 0.0, NUM_ACTIONS, decay) == pytest.approx(0.01)
 
 
 def test_line_search_checks_the_objective_that_was_differentiated_entropy_included(batch):
