@@ -8,6 +8,10 @@ std), written to the output folder; the tables are also printed.
 
     python benchmarks/report.py --work benchmarks/work --out benchmarks/results
     python benchmarks/report.py --work benchmarks/results/logs --thresholds HalfCheetah-v5=4000
+    python benchmarks/report.py --work benchmarks/results/atari-learning/logs --window 100000
+
+With --window N each page also gets, per implementation, the mean training-episode return and the
+mean policy entropy (losses/entropy) in each window [k N, (k + 1) N) of env steps, mean over seeds.
 """
 
 import argparse
@@ -77,6 +81,30 @@ def curve(seed_runs, num_points=100):
     return grid, smoothed.mean(0), smoothed.std(0)
 
 
+def step_label(steps):
+    """100000 -> 100k, 1000000 -> 1M."""
+    if steps >= 1_000_000 and steps % 1_000_000 == 0:
+        return f"{steps // 1_000_000}M"
+    return f"{steps / 1000:g}k" if steps >= 1000 else str(steps)
+
+
+def window_rows(name, seed_runs, window, end):
+    """Markdown rows of the mean of each tag ("score": charts/episodic_return, "entropy":
+    losses/entropy) in each window [start, start + window) of env steps up to end, mean over seeds."""
+    rows = []
+    for label, tag in (("score", "charts/episodic_return"), ("entropy", "losses/entropy")):
+        series = [runs[tag] for runs in seed_runs if tag in runs]
+        if not series:
+            continue
+        cells = []
+        for start in range(0, end, window):
+            means = [values[(steps >= start) & (steps < start + window)] for steps, values in series]
+            means = [chunk.mean() for chunk in means if len(chunk)]
+            cells.append(f"{np.mean(means):.2f}" if means else "")
+        rows.append(f"| {name} {label} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def permutation_p_value(a, b, permutations=100_000, seed=0):
     """Two-sided p-value for the difference of the means of samples a and b: the share of random
     relabellings of the pooled values whose difference of means is at least the observed one.
@@ -111,15 +139,17 @@ def comparison_lines(per_seed_evals, threshold=None):
     return lines
 
 
-def report(work, out, thresholds=None):
+def report(work, out, thresholds=None, window=None):
     """Write {env}.md and {env}.png for every env under work; return the markdown of all tables.
 
-    thresholds maps an env id to the eval return whose reach is counted per implementation."""
+    thresholds maps an env id to the eval return whose reach is counted per implementation; with a
+    window (env steps), each page also gets the table of window_rows."""
     out.mkdir(parents=True, exist_ok=True)
     thresholds = thresholds or {}
     tables = []
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
         rows, per_seed_evals, figure = [], {}, plt.figure(figsize=(8, 4))
+        windows, window_end = [], 0
         # Twenty distinct colours, the ten dark ones first, so that folders of one env never share a colour.
         plt.gca().set_prop_cycle(color=plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2])
         for impl_folder in sorted(p for p in env_folder.iterdir() if p.is_dir()):
@@ -142,6 +172,9 @@ def report(work, out, thresholds=None):
                 f"| {impl_folder.name} | {evaluation} | {s['last10']:.1f} "
                 f"| {s['sps']:.0f} | {s['seeds']} | {per_seed} |"
             )
+            if window:
+                windows.append((impl_folder.name, seed_runs))
+                window_end = max(window_end, s["last_step"])
             if any("charts/episodic_return" in runs for runs in seed_runs):
                 grid, mean, std = curve(seed_runs)
                 (line,) = plt.plot(grid, mean, label=impl_folder.name)
@@ -154,6 +187,17 @@ def report(work, out, thresholds=None):
         figure.savefig(out / f"{env_folder.name}.png", dpi=100)
         plt.close(figure)
         comparisons = comparison_lines(per_seed_evals, thresholds.get(env_folder.name))
+        window_table = []
+        if windows:
+            # Windows up to the last logged step, rounded up to a whole window.
+            end = -(-window_end // window) * window
+            labels = [f"{step_label(start)}-{step_label(start + window)}" for start in range(0, end, window)]
+            window_table = [
+                "| implementation, per window of env steps | " + " | ".join(labels) + " |",
+                "|-|" + "-|" * len(labels),
+                *[row for name, seed_runs in windows for row in window_rows(name, seed_runs, window, end)],
+                "",
+            ]
         table = "\n".join(
             [
                 f"### {env_folder.name}",
@@ -163,6 +207,7 @@ def report(work, out, thresholds=None):
                 *rows,
                 "",
                 *([*comparisons, ""] if comparisons else []),
+                *window_table,
                 f"![{env_folder.name}]({env_folder.name}.png)",
                 "",
             ]
@@ -183,12 +228,18 @@ def main():
         metavar="ENV=RETURN",
         help="count the seeds whose eval reaches RETURN on ENV, e.g. HalfCheetah-v5=4000",
     )
+    parser.add_argument(
+        "--window",
+        type=int,
+        metavar="STEPS",
+        help="add a table of mean training return and entropy per window of STEPS env steps",
+    )
     args = parser.parse_args()
     thresholds = {}
     for item in args.thresholds:
         env_id, _, value = item.partition("=")
         thresholds[env_id] = float(value)
-    print(report(args.work, args.out, thresholds))
+    print(report(args.work, args.out, thresholds, args.window))
 
 
 if __name__ == "__main__":

@@ -157,3 +157,21 @@ def test_every_file_linked_from_the_readme_and_results_pages_exists():
                 assert (page.parent / target).exists(), f"{page.relative_to(REPO)} links to missing {target}"
                 checked += 1
     assert checked >= 5  # the README's links to RESULTS.md, LICENSE and the plots, at least
+
+
+def test_report_window_table_averages_each_window_per_seed_then_over_seeds(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    # Seed 1 has two games in the first window; seed 2 none in the second, which averages seed 1 only.
+    games = {1: [(100, 1.0), (900, 3.0), (1500, 10.0)], 2: [(500, 6.0), (2500, 7.0)]}
+    for seed, seed_games in games.items():
+        writer = SummaryWriter(tmp_path / "work" / "PongNoFrameskip-v4" / "trpo_atari" / f"seed{seed}" / "runs" / "r")
+        for step, game_return in seed_games:
+            writer.add_scalar("charts/episodic_return", game_return, step)
+        writer.add_scalar("losses/entropy", 1.5 + seed, 1000)  # a step on a window's edge starts the next window
+        writer.close()
+    markdown = report_module.report(tmp_path / "work", tmp_path / "out", window=1000)
+    assert "| implementation, per window of env steps | 0-1k | 1k-2k | 2k-3k |" in markdown
+    assert "| trpo_atari score | 4.00 | 10.00 | 7.00 |" in markdown  # (2 + 6) / 2, then 10, then 7
+    assert "| trpo_atari entropy |  | 3.00 |  |" in markdown
+    assert "per window" not in report_module.report(tmp_path / "work", tmp_path / "out2")
