@@ -969,6 +969,7 @@ def main(args):
             b_logprobs = old_dist.log_prob(b_actions)
             entropy = old_dist.entropy().mean()
             all_reduce_mean([entropy])
+            entropy = entropy.item()
         objective_and_kls_fn = partial(
             surrogate_and_state_kls, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef, old_logits
         )
@@ -992,7 +993,7 @@ def main(args):
             writer.add_scalar("trpo/damping", damping, global_step)
             writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
         max_kl, damping, consecutive_failures = adapt_trust_region(max_kl, damping, consecutive_failures, success, args)
-        ent_coef = adapt_entropy_coef(ent_coef, entropy.item(), envs.single_action_space.n, args)
+        ent_coef = adapt_entropy_coef(ent_coef, entropy, envs.single_action_space.n, args)
 
         value_loss, skipped_value_steps = fit_critic(
             critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
@@ -1006,7 +1007,7 @@ def main(args):
             writer.add_scalar("charts/SPS", sps, global_step)
             writer.add_scalar("losses/value_loss", value_loss, global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
-            writer.add_scalar("losses/entropy", entropy.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy, global_step)
             writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
             for key, value in diagnostics.items():
                 writer.add_scalar(f"trpo/{key}", value, global_step)
@@ -1016,7 +1017,7 @@ def main(args):
                 f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
                 f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
                 f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g} "
-                f"entropy {entropy.item():.2f} bonus {ent_coef:.3f}"
+                f"entropy {entropy:.2f} bonus {ent_coef:.3f}"
                 + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
             )
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:

@@ -98,8 +98,8 @@ def window_rows(name, seed_runs, window, end):
             continue
         cells = []
         for start in range(0, end, window):
-            means = [values[(steps >= start) & (steps < start + window)] for steps, values in series]
-            means = [chunk.mean() for chunk in means if len(chunk)]
+            chunks = [values[(steps >= start) & (steps < start + window)] for steps, values in series]
+            means = [chunk.mean() for chunk in chunks if len(chunk)]
             cells.append(f"{np.mean(means):.2f}" if means else "")
         rows.append(f"| {name} {label} | " + " | ".join(cells) + " |")
     return rows
