@@ -12,17 +12,19 @@ networks stay identical. Rank 0 alone logs (every rank's games), checkpoints, ev
 video. Backend nccl on CUDA (one GPU per local rank), gloo on the CPU. Started without torchrun, it
 runs as a single process.
 
-Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on
-Atari: many envs and large batches, rewards scaled by the running std of the discounted return,
-an entropy bonus that adapts to hold the policy's entropy at 90% of its maximum, Fisher-vector
-products on a subsample of the batch, a bound on the KL of every state besides the mean, and a
-trust region that shrinks (and a damping that grows) after repeated line-search failures. Every iteration:
+Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on Atari:
+many small updates (8 envs x 128 steps, as ppo_atari.py), rewards scaled by the running std of the
+discounted return, an entropy bonus that adapts to hold the policy's entropy at 80% of its maximum,
+Fisher-vector products on a subsample of the batch, a bound on the KL of every state besides the
+mean, and a trust region that shrinks (and a damping that grows) after repeated line-search
+failures. Every iteration:
   1. collects num_steps x num_envs transitions and estimates advantages with GAE,
   2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
   3. fits a separate value network (its own CNN, so a critic update can never move the policy).
 Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
-The default max_kl of 0.02 per 8192-step batch is 20x OpenAI baselines' Atari TRPO setting.
+The default max_kl of 0.02 per 1024-step batch is 20x OpenAI baselines' Atari TRPO setting
+(0.001 per batch of about 8192 steps).
 The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
 a long run into parts.
 """
@@ -95,7 +97,9 @@ class Args:
     """total agent steps over all envs of all processes (each is 4 frames)"""
     num_envs: int = 8
     """the number of parallel environments of each process"""
-    num_steps: int = 1024
+    # Eight times the updates of 8 x 1024 steps for the same samples: Breakout learns faster
+    # (benchmarks/RESULTS.md).
+    num_steps: int = 128
     """the number of steps per env per policy update"""
     gamma: float = 0.99
     """the discount factor"""
@@ -123,17 +127,19 @@ class Args:
     # follows the entropy it is there to keep.
     ent_coef: float = 0.1
     """the initial coefficient of the entropy bonus in the surrogate objective"""
-    target_entropy_frac: float = 0.9
+    # At 90% Breakout levels off at about 8 points, at 80% it keeps rising (benchmarks/RESULTS.md).
+    target_entropy_frac: float = 0.8
     """if > 0, ent_coef adapts to hold the policy's entropy at this fraction of ln(number of actions)"""
-    # Faster rates overshoot when the entropy drops fast (2.0 on Pong, benchmarks/RESULTS.md).
-    ent_coef_rate: float = 1.0
+    # The rate is per update: 0.125 per 1024 agent steps moves the bonus as fast as 1.0 per 8192,
+    # and 2.0 per 8192 overshoots when the entropy drops fast (Pong, benchmarks/RESULTS.md).
+    ent_coef_rate: float = 0.125
     """log(ent_coef) moves by this times (target entropy - entropy) / ln(number of actions) per update"""
     ent_decay: float = 1.0
     """with target_entropy_frac 0: ent_coef is multiplied by this after every update"""
     min_ent_coef: float = 0.001
     """the floor of ent_coef"""
     ls_fail_threshold: int = 3
-    """consecutive failed line searches that shrink the trust region"""
+    """consecutive failed line searches that shrink the trust region (as many successes grow it back)"""
     max_kl_decay: float = 0.7
     """max_kl is multiplied by this when the trust region shrinks"""
     min_max_kl: float = 0.0001
@@ -151,7 +157,12 @@ class Args:
     vf_minibatches: int = 16
     """minibatches per value-network pass"""
     bf16: bool = False
-    """if toggled, run all layers of the CNNs but the last in bfloat16 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
+    """if toggled, run all layers of the critic's CNN but the last in bfloat16 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
+    # bfloat16 rounding moves the logits more than a small step does: the KL the line search measures
+    # then exceeds the quadratic model's many times over, and once max_kl has shrunk every line
+    # search can fail (benchmarks/RESULTS.md). In float32 the model holds down to the smallest radius.
+    bf16_policy: bool = False
+    """if toggled, run the policy's CNN in bfloat16 too: faster, but the KL of a small step is then mostly rounding"""
     eval_episodes: int = 10
     """games per evaluation (greedy actions, 5% random; see evaluate): after training and every eval_every iterations"""
     eval_every: int = 0
@@ -566,17 +577,24 @@ def flatten_steps_envs(*tensors):
     return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
 
 
-def adapt_trust_region(max_kl, damping, consecutive_failures, success, args):
+def adapt_trust_region(max_kl, damping, streak, success, args):
     """After ls_fail_threshold failed line searches in a row, shrink max_kl and grow the damping
-    (within their bounds): the quadratic model is not trusted at the current radius.
+    (within their bounds): the quadratic model is not trusted at the current radius. After as many
+    successes in a row, undo one such change, up to the initial max_kl and down to the initial
+    damping: a bad stretch of batches does not shorten every later step.
 
-    Returns the new (max_kl, damping, consecutive_failures)."""
-    consecutive_failures = 0 if success else consecutive_failures + 1
-    if consecutive_failures >= args.ls_fail_threshold:
+    streak counts the line searches in a row that ended as the last one: successes if positive,
+    failures if negative. Returns the new (max_kl, damping, streak)."""
+    streak = max(streak, 0) + 1 if success else min(streak, 0) - 1
+    if streak <= -args.ls_fail_threshold:
         max_kl = max(max_kl * args.max_kl_decay, args.min_max_kl)
         damping = min(damping * args.damping_growth, args.max_damping)
-        consecutive_failures = 0
-    return max_kl, damping, consecutive_failures
+        streak = 0
+    elif streak >= args.ls_fail_threshold:
+        max_kl = min(max_kl / args.max_kl_decay, args.max_kl)
+        damping = max(damping / args.damping_growth, args.cg_damping)
+        streak = 0
+    return max_kl, damping, streak
 
 
 def adapt_entropy_coef(ent_coef, entropy, num_actions, args):
@@ -803,7 +821,7 @@ def main(args):
             sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
         num_actions = env.action_space.n
         env.close()
-        actor, error = load_model(args.eval_only, num_actions, args.bf16)
+        actor, error = load_model(args.eval_only, num_actions, args.bf16_policy)
         if error:
             sys.exit(f"{script}: error: {error}")
         device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
@@ -859,7 +877,7 @@ def main(args):
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
 
-    actor = Actor(envs.single_action_space.n, args.bf16).to(device)
+    actor = Actor(envs.single_action_space.n, args.bf16_policy).to(device)
     critic = Critic(args.bf16).to(device)
     for parameter in [*actor.parameters(), *critic.parameters()]:
         dist.broadcast(parameter.data, src=0)
@@ -867,7 +885,7 @@ def main(args):
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None
     discounted_return = np.zeros(args.num_envs)
-    max_kl, damping, ent_coef, consecutive_failures = args.max_kl, args.cg_damping, args.ent_coef, 0
+    max_kl, damping, ent_coef, line_search_streak = args.max_kl, args.cg_damping, args.ent_coef, 0
     start_iteration, global_step = 1, 0
     if resumed is not None:  # the envs are not saved: a resumed run starts new games
         actor.load_state_dict(resumed["actor"])
@@ -875,7 +893,7 @@ def main(args):
         critic_optimizer.load_state_dict(resumed["critic_optimizer"])
         if return_rms is not None:
             return_rms.load_state_dict(resumed["return_rms"])
-        max_kl, damping, ent_coef, consecutive_failures = resumed["trust_region"]
+        max_kl, damping, ent_coef, line_search_streak = resumed["trust_region"]
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
         python_rng, numpy_rng, torch_rng, cuda_rngs = resumed["rng"][rank]
         random.setstate(python_rng)
@@ -993,7 +1011,7 @@ def main(args):
             writer.add_scalar("trpo/max_kl", max_kl, global_step)
             writer.add_scalar("trpo/damping", damping, global_step)
             writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
-        max_kl, damping, consecutive_failures = adapt_trust_region(max_kl, damping, consecutive_failures, success, args)
+        max_kl, damping, line_search_streak = adapt_trust_region(max_kl, damping, line_search_streak, success, args)
         ent_coef = adapt_entropy_coef(ent_coef, entropy, envs.single_action_space.n, args)
 
         value_loss, skipped_value_steps = fit_critic(
@@ -1039,7 +1057,7 @@ def main(args):
                 "wandb_id": wandb.run.id if args.track else None,
                 "iteration": iteration,
                 "global_step": global_step,
-                "trust_region": (max_kl, damping, ent_coef, consecutive_failures),
+                "trust_region": (max_kl, damping, ent_coef, line_search_streak),
                 "rng": every_rank_rng,
             }
             save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")

@@ -1,12 +1,15 @@
 """Steps per second on Atari: ppo_atari.py against stable-baselines3 PPO (the same Nature CNN,
-8 envs x 128 steps, 4 epochs of 4 minibatches), and trpo_atari.py at its defaults against
-sb3-contrib TRPO set to the same sizes (benchmarks/sb3_equal.py), each of ours with both back ends,
+8 envs x 128 steps, 4 epochs of 4 minibatches), and trpo_atari.py with 8 envs x 1024 steps and
+max_kl 0.001 against sb3-contrib TRPO set to the same sizes (benchmarks/sb3_equal.py), each of ours
+with both back ends,
 in float32 and with --bf16. The runs alternate, round after round, and the table shows medians and
 ratios, and the raw env throughput of each back end with random actions (what the env side alone
 allows). sb3-contrib TRPO at its default sub_sampling_factor of 1 needs about 9 GB of memory.
-With --recipes it times our own recipes instead, on the ale back end: trpo_atari.py at its defaults,
-trpo_atari.py with OpenAI baselines' Atari trust region (max_kl 0.001) and a weak decaying entropy
-bonus, and ppo_atari.py at its defaults, three TRPO batches (24,576 agent steps) each.
+With --recipes it times our own recipes instead, on the ale back end, 24,576 agent steps each:
+trpo_atari.py at its defaults (8 envs x 128 steps per update; with --bf16 also with the policy in
+bfloat16), with 8 x 1024 steps per update (the controller's rate scaled to match, the entropy target
+at 90%, both CNNs in bfloat16), with OpenAI baselines' Atari trust region on 8 x 1024 steps (max_kl
+0.001) and a weak decaying entropy bonus, and ppo_atari.py at its defaults.
 
     pip install -r benchmarks/requirements.txt
     python benchmarks/speed_atari.py --rounds 3
@@ -56,8 +59,9 @@ def library_commands(args, precision_suffixes):
     import trpo_atari
 
     trpo_defaults = trpo_atari.Args()
-    # trpo_atari.py runs two updates at its default batch.
-    timesteps = {"ppo": args.total_timesteps, "trpo": 2 * trpo_defaults.num_envs * trpo_defaults.num_steps}
+    # Two updates of 8 x 1024 steps: sb3-contrib TRPO on the whole batch runs at about 20 steps/s.
+    trpo_sizes = {"num_envs": trpo_defaults.num_envs, "num_steps": 1024, "max_kl": 0.001}
+    timesteps = {"ppo": args.total_timesteps, "trpo": 2 * trpo_sizes["num_envs"] * trpo_sizes["num_steps"]}
     reference_name = {"ppo": "stable-baselines3 PPO", "trpo": "sb3-contrib TRPO"}
     commands, reference_of = {}, {}
     for script in args.scripts:
@@ -65,12 +69,18 @@ def library_commands(args, precision_suffixes):
             for suffix in precision_suffixes:
                 flags = f"--backend={backend}{suffix}".split()
                 name = " ".join([f"{script}_atari.py", *flags])
+                sizes = (
+                    [f"--{key.replace('_', '-')}={value}" for key, value in trpo_sizes.items()]
+                    if script == "trpo"
+                    else []
+                )
                 commands[name] = [
                     sys.executable,
                     os.path.join(REPO, f"{script}_atari.py"),
                     f"--env-id={args.env_id}",
                     "--eval-episodes=1",
                     f"--total-timesteps={timesteps[script]}",
+                    *sizes,
                     *flags,
                 ]
                 reference_of[name] = reference_name[script]
@@ -84,18 +94,16 @@ def library_commands(args, precision_suffixes):
             f"--total-timesteps={timesteps['ppo']}",
         ]
     if "trpo" in args.scripts:
-        # rl-zoo has no Atari TRPO: sb3_equal.py sets sb3-contrib to trpo_atari.py's defaults (batch,
-        # separate CNN critic, critic epochs and minibatches, max_kl; its CG iterations are fixed at 10).
+        # rl-zoo has no Atari TRPO: sb3_equal.py sets sb3-contrib to our sizes (batch, separate CNN
+        # critic, critic epochs and minibatches, max_kl; its CG iterations are fixed at 10).
         sb3_contrib = [
             sys.executable,
             os.path.join(REPO, "benchmarks", "sb3_equal.py"),
             "--algo=trpo",
             f"--env-id={args.env_id}",
-            f"--num-envs={trpo_defaults.num_envs}",
-            f"--num-steps={trpo_defaults.num_steps}",
+            *[f"--{key.replace('_', '-')}={value}" for key, value in trpo_sizes.items()],
             f"--vf-epochs={trpo_defaults.vf_epochs}",
             f"--vf-minibatches={trpo_defaults.vf_minibatches}",
-            f"--max-kl={trpo_defaults.max_kl}",
             "--eval-episodes=1",
             f"--total-timesteps={timesteps['trpo']}",
         ]
@@ -110,18 +118,36 @@ def recipe_commands(args, precision_suffixes):
     import trpo_atari
 
     trpo_defaults = trpo_atari.Args()
-    # Three TRPO batches: a run's first update also pays for oneDNN's warm-up.
-    timesteps = 3 * trpo_defaults.num_envs * trpo_defaults.num_steps
-    small_trust_region = ["--max-kl=0.001", "--target-entropy-frac=0", "--ent-coef=0.01", "--ent-decay=0.995"]
+    # Three batches of 8 x 1024 steps: a run's first update also pays for oneDNN's warm-up.
+    timesteps = 3 * trpo_defaults.num_envs * 1024
+    large_batch = [
+        "--num-steps=1024",
+        f"--ent-coef-rate={trpo_defaults.ent_coef_rate * 1024 / trpo_defaults.num_steps:g}",
+        "--target-entropy-frac=0.9",
+    ]
+    small_trust_region = [
+        "--num-steps=1024",
+        "--max-kl=0.001",
+        "--target-entropy-frac=0",
+        "--ent-coef=0.01",
+        "--ent-decay=0.995",
+    ]
     commands, reference_of = {}, {}
     for suffix in precision_suffixes:
         common = [f"--env-id={args.env_id}", "--eval-episodes=1", f"--total-timesteps={timesteps}", *suffix.split()]
         trpo = [sys.executable, os.path.join(REPO, "trpo_atari.py"), *common]
-        rows = {
-            f"trpo_atari.py{suffix}": trpo,
-            " ".join(["trpo_atari.py", *small_trust_region]) + suffix: [*trpo, *small_trust_region],
-            f"ppo_atari.py{suffix}": [sys.executable, os.path.join(REPO, "ppo_atari.py"), *common],
-        }
+        # With --bf16 the policy stays float32 unless --bf16-policy; the 8 x 1024 row has both in bfloat16.
+        bf16_policy = ["--bf16-policy"] if suffix else []
+        rows = {f"trpo_atari.py{suffix}": trpo}
+        if suffix:
+            rows[f"trpo_atari.py --bf16-policy{suffix}"] = [*trpo, "--bf16-policy"]
+        rows.update(
+            {
+                " ".join(["trpo_atari.py", *large_batch, *bf16_policy]) + suffix: [*trpo, *large_batch, *bf16_policy],
+                " ".join(["trpo_atari.py", *small_trust_region]) + suffix: [*trpo, *small_trust_region],
+                f"ppo_atari.py{suffix}": [sys.executable, os.path.join(REPO, "ppo_atari.py"), *common],
+            }
+        )
         commands.update(rows)
         reference_of.update({name: f"trpo_atari.py{suffix}" for name in rows if name != f"trpo_atari.py{suffix}"})
     return commands, reference_of

@@ -5,7 +5,8 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from torch.nn.utils import parameters_to_vector
+from torch.distributions import Categorical
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 import trpo_atari
 
@@ -61,9 +62,26 @@ def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failur
     assert [value for pair in schedule for value in pair] == pytest.approx(
         [value for pair in expected for value in pair]
     )
-    # Bounds hold, and a success resets the count of consecutive failures.
-    assert trpo_atari.adapt_trust_region(0.002, 0.8, 2, False, args) == pytest.approx((0.002, 1.0, 0))
-    assert trpo_atari.adapt_trust_region(0.01, 0.1, 2, True, args) == (0.01, 0.1, 0)
+    # Bounds hold, and a success ends a run of failures.
+    assert trpo_atari.adapt_trust_region(0.002, 0.8, -2, False, args) == pytest.approx((0.002, 1.0, 0))
+    assert trpo_atari.adapt_trust_region(0.01, 0.1, -2, True, args) == (0.01, 0.1, 1)
+
+
+def test_trust_region_grows_back_after_successful_line_searches():
+    args = trpo_atari.Args(
+        max_kl=0.01, cg_damping=0.1, ls_fail_threshold=3, max_kl_decay=0.5, damping_growth=2.0, min_max_kl=0.001
+    )
+    max_kl, damping, streak = 0.0025, 0.4, 0
+    schedule = []
+    for success in [True, True, False, True, True, True, True, True, True, True, True, True]:
+        max_kl, damping, streak = trpo_atari.adapt_trust_region(max_kl, damping, streak, success, args)
+        schedule.append((max_kl, damping))
+    # The failure restarts the count; then every third success undoes one shrink, up to the initial
+    # max_kl and down to the initial damping.
+    expected = [(0.0025, 0.4)] * 5 + [(0.005, 0.2)] * 3 + [(0.01, 0.1)] * 4
+    assert [value for pair in schedule for value in pair] == pytest.approx(
+        [value for pair in expected for value in pair]
+    )
 
 
 def test_entropy_bonus_grows_below_its_target_entropy_and_shrinks_above_it():
@@ -158,6 +176,28 @@ def test_each_line_search_trial_is_one_forward_pass_of_the_batch(batch):
     )
     assert success and kl <= 0.01
     assert iters > 1 and len(forward_passes) == iters  # the long first trials failed, each after one pass
+
+
+def test_bf16_rounding_swamps_the_kl_of_a_small_step_and_float32_does_not(batch):
+    """Why the policy stays float32 under --bf16: a step that the quadratic model gives a KL of 1e-7
+    measures about that in float32, and many times more through bfloat16 weights."""
+    actor, obs, _, _, _ = batch
+    with torch.no_grad():  # a policy far from uniform, so that the Fisher matrix has weight
+        actor.net[-1].weight.mul_(100)
+    actor_bf16 = trpo_atari.Actor(NUM_ACTIONS, bf16=True)
+    actor_bf16.load_state_dict(actor.state_dict())
+    direction = torch.randn(sum(p.numel() for p in actor.parameters()))
+    curvature = direction @ trpo_atari.fisher_vector_product_fn(actor, obs)(direction)
+    step = torch.sqrt(2 * 1e-7 / curvature) * direction
+    measured = {}
+    for name, network in (("float32", actor), ("bf16", actor_bf16)):
+        with torch.no_grad():
+            old_logits = network(obs)
+            vector_to_parameters(parameters_to_vector(network.parameters()) + step, network.parameters())
+            kls = torch.distributions.kl_divergence(Categorical(logits=old_logits), Categorical(logits=network(obs)))
+        measured[name] = kls.mean().item()
+    assert 0.5e-7 < measured["float32"] < 2e-7
+    assert measured["bf16"] > 10e-7
 
 
 def test_bf16_fisher_vector_product_stays_close_to_float32(batch):
