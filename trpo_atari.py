@@ -7,7 +7,7 @@ many small updates (8 envs x 128 steps, as ppo_atari.py), rewards scaled by the 
 discounted return, an entropy bonus that adapts to hold the policy's entropy at 80% of its maximum,
 Fisher-vector products on a subsample of the batch, a bound on the KL of every state besides the
 mean, and a trust region that shrinks (and a damping that grows) after repeated line-search
-failures. Every iteration:
+failures and grows back after repeated successes. Every iteration:
   1. collects num_steps x num_envs transitions and estimates advantages with GAE,
   2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
@@ -128,7 +128,9 @@ class Args:
     min_ent_coef: float = 0.001
     """the floor of ent_coef"""
     ls_fail_threshold: int = 3
-    """consecutive failed line searches that shrink the trust region (as many successes grow it back)"""
+    """consecutive failed line searches that shrink the trust region"""
+    ls_success_threshold: int = 3
+    """consecutive successful line searches that undo one shrink of the trust region (0: never)"""
     max_kl_decay: float = 0.7
     """max_kl is multiplied by this when the trust region shrinks"""
     min_max_kl: float = 0.0001
@@ -151,7 +153,7 @@ class Args:
     # then exceeds the quadratic model's many times over, and once max_kl has shrunk every line
     # search can fail (benchmarks/RESULTS.md). In float32 the model holds down to the smallest radius.
     bf16_policy: bool = False
-    """if toggled, run the policy's CNN in bfloat16 too: faster, but the KL of a small step is then mostly rounding"""
+    """if toggled, run all layers of the policy's CNN but the last in bfloat16: faster, but a small step's KL is then mostly rounding"""
     eval_episodes: int = 10
     """games per evaluation (greedy actions, 5% random; see evaluate): after training and every eval_every iterations"""
     eval_every: int = 0
@@ -557,9 +559,9 @@ def flatten_steps_envs(*tensors):
 
 def adapt_trust_region(max_kl, damping, streak, success, args):
     """After ls_fail_threshold failed line searches in a row, shrink max_kl and grow the damping
-    (within their bounds): the quadratic model is not trusted at the current radius. After as many
-    successes in a row, undo one such change, up to the initial max_kl and down to the initial
-    damping: a bad stretch of batches does not shorten every later step.
+    (within their bounds): the quadratic model is not trusted at the current radius. After
+    ls_success_threshold successes in a row, undo one such change, up to the initial max_kl and
+    down to the initial damping: a bad stretch of batches does not shorten every later step.
 
     streak counts the line searches in a row that ended as the last one: successes if positive,
     failures if negative. Returns the new (max_kl, damping, streak)."""
@@ -568,7 +570,7 @@ def adapt_trust_region(max_kl, damping, streak, success, args):
         max_kl = max(max_kl * args.max_kl_decay, args.min_max_kl)
         damping = min(damping * args.damping_growth, args.max_damping)
         streak = 0
-    elif streak >= args.ls_fail_threshold:
+    elif args.ls_success_threshold and streak >= args.ls_success_threshold:
         max_kl = min(max_kl / args.max_kl_decay, args.max_kl)
         damping = max(damping / args.damping_growth, args.cg_damping)
         streak = 0
@@ -718,6 +720,7 @@ def check_args(args):
             "ent_decay needs --target-entropy-frac 0: the adaptive entropy bonus has no decay",
         ),
         (args.ls_fail_threshold >= 1, "ls_fail_threshold must be at least 1"),
+        (args.ls_success_threshold >= 0, "ls_success_threshold must be at least 0"),
         (0 < args.max_kl_decay <= 1, "max_kl_decay must be in (0, 1]"),
         (1 <= args.damping_growth < inf, "damping_growth must be at least 1 and finite"),
         (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),

@@ -177,6 +177,7 @@ def test_atari_save_model_and_capture_video(script, tmp_path):
         ("trpo_atari.py", ["--vf-minibatches", "0"], "vf_minibatches"),
         ("trpo_atari.py", ["--target-entropy-frac", "1"], "target_entropy_frac"),
         ("trpo_atari.py", ["--ent-decay", "0.99"], "ent_decay"),
+        ("trpo_atari.py", ["--ls-success-threshold", "-1"], "ls_success_threshold"),
         ("ppo_atari.py", ["--gae-lambda", "-1"], "gae_lambda"),
         ("ppo_atari.py", ["--learning-rate", "inf"], "learning_rate"),
         ("ppo_atari.py", ["--eval-only", "missing.model"], "missing.model"),

@@ -69,7 +69,13 @@ def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failur
 
 def test_trust_region_grows_back_after_successful_line_searches():
     args = trpo_atari.Args(
-        max_kl=0.01, cg_damping=0.1, ls_fail_threshold=3, max_kl_decay=0.5, damping_growth=2.0, min_max_kl=0.001
+        max_kl=0.01,
+        cg_damping=0.1,
+        ls_fail_threshold=3,
+        ls_success_threshold=3,
+        max_kl_decay=0.5,
+        damping_growth=2.0,
+        min_max_kl=0.001,
     )
     max_kl, damping, streak = 0.0025, 0.4, 0
     schedule = []
@@ -82,6 +88,9 @@ def test_trust_region_grows_back_after_successful_line_searches():
     assert [value for pair in schedule for value in pair] == pytest.approx(
         [value for pair in expected for value in pair]
     )
+    # With ls_success_threshold 0 a shrunk trust region stays shrunk.
+    args.ls_success_threshold = 0
+    assert trpo_atari.adapt_trust_region(0.0025, 0.4, 9, True, args) == (0.0025, 0.4, 10)
 
 
 def test_entropy_bonus_grows_below_its_target_entropy_and_shrinks_above_it():
