@@ -18,7 +18,7 @@ SCRIPTS = {
     "trpo_continuous.py": 4 * 512,
     "ppo_continuous.py": 4 * 512,
     "ppo_atari.py": 8 * 128,
-    "trpo_atari.py": 8 * 1024,
+    "trpo_atari.py": 8 * 128,
 }
 
 

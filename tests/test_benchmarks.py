@@ -1,5 +1,6 @@
-"""benchmarks/run.py and benchmarks/report.py on a tiny grid they run themselves."""
+"""benchmarks/run.py and benchmarks/report.py on a tiny grid they run themselves; memory.py's batches."""
 
+import importlib
 import re
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks import memory
 from benchmarks import report as report_module
 from benchmarks import run as run_module
 
@@ -175,3 +177,9 @@ def test_report_window_table_averages_each_window_per_seed_then_over_seeds(tmp_p
     assert "| trpo_atari score | 4.00 | 10.00 | 7.00 |" in markdown  # (2 + 6) / 2, then 10, then 7
     assert "| trpo_atari entropy |  | 3.00 |  |" in markdown
     assert "per window" not in report_module.report(tmp_path / "work", tmp_path / "out2")
+
+
+def test_memory_benchmark_runs_one_update_at_each_scripts_defaults():
+    for script, batch_size in memory.SCRIPTS.items():
+        defaults = importlib.import_module(script[: -len(".py")]).Args()
+        assert batch_size == defaults.num_envs * defaults.num_steps, script
