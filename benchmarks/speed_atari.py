@@ -61,6 +61,7 @@ def library_commands(args, precision_suffixes):
     trpo_defaults = trpo_atari.Args()
     # Two updates of 8 x 1024 steps: sb3-contrib TRPO on the whole batch runs at about 20 steps/s.
     trpo_sizes = {"num_envs": trpo_defaults.num_envs, "num_steps": 1024, "max_kl": 0.001}
+    size_flags = {"ppo": [], "trpo": [f"--{key.replace('_', '-')}={value}" for key, value in trpo_sizes.items()]}
     timesteps = {"ppo": args.total_timesteps, "trpo": 2 * trpo_sizes["num_envs"] * trpo_sizes["num_steps"]}
     reference_name = {"ppo": "stable-baselines3 PPO", "trpo": "sb3-contrib TRPO"}
     commands, reference_of = {}, {}
@@ -69,18 +70,13 @@ def library_commands(args, precision_suffixes):
             for suffix in precision_suffixes:
                 flags = f"--backend={backend}{suffix}".split()
                 name = " ".join([f"{script}_atari.py", *flags])
-                sizes = (
-                    [f"--{key.replace('_', '-')}={value}" for key, value in trpo_sizes.items()]
-                    if script == "trpo"
-                    else []
-                )
                 commands[name] = [
                     sys.executable,
                     os.path.join(REPO, f"{script}_atari.py"),
                     f"--env-id={args.env_id}",
                     "--eval-episodes=1",
                     f"--total-timesteps={timesteps[script]}",
-                    *sizes,
+                    *size_flags[script],
                     *flags,
                 ]
                 reference_of[name] = reference_name[script]
@@ -101,7 +97,7 @@ def library_commands(args, precision_suffixes):
             os.path.join(REPO, "benchmarks", "sb3_equal.py"),
             "--algo=trpo",
             f"--env-id={args.env_id}",
-            *[f"--{key.replace('_', '-')}={value}" for key, value in trpo_sizes.items()],
+            *size_flags["trpo"],
             f"--vf-epochs={trpo_defaults.vf_epochs}",
             f"--vf-minibatches={trpo_defaults.vf_minibatches}",
             "--eval-episodes=1",

@@ -5,7 +5,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from torch.distributions import Categorical
+from torch.distributions import Categorical, kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 import trpo_atari
@@ -23,6 +23,13 @@ def batch():
         actions = trpo_atari.sample_action(logits)
         logprobs = torch.log_softmax(logits, -1).gather(-1, actions[:, None]).squeeze(-1)
     return actor, obs, actions, logprobs, logits
+
+
+def assert_schedule(schedule, expected):
+    """The (max_kl, damping) pairs after each update; flattened, as pytest >= 9.2 rejects nested structures in approx."""
+    assert [value for pair in schedule for value in pair] == pytest.approx(
+        [value for pair in expected for value in pair]
+    )
 
 
 def test_critic_update_leaves_policy_unchanged(batch):
@@ -58,10 +65,7 @@ def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failur
         schedule.append((max_kl, damping))
     assert torch.equal(parameters_to_vector(actor.parameters()), before)
     expected = [(0.01, 0.1)] * 2 + [(0.005, 0.2)] * 3 + [(0.0025, 0.4)] * 3 + [(0.002, 0.8)]
-    # Flattened: pytest >= 9.2 rejects nested structures in approx.
-    assert [value for pair in schedule for value in pair] == pytest.approx(
-        [value for pair in expected for value in pair]
-    )
+    assert_schedule(schedule, expected)
     # Bounds hold, and a success ends a run of failures.
     assert trpo_atari.adapt_trust_region(0.002, 0.8, -2, False, args) == pytest.approx((0.002, 1.0, 0))
     assert trpo_atari.adapt_trust_region(0.01, 0.1, -2, True, args) == (0.01, 0.1, 1)
@@ -85,9 +89,7 @@ def test_trust_region_grows_back_after_successful_line_searches():
     # The failure restarts the count; then every third success undoes one shrink, up to the initial
     # max_kl and down to the initial damping.
     expected = [(0.0025, 0.4)] * 5 + [(0.005, 0.2)] * 3 + [(0.01, 0.1)] * 4
-    assert [value for pair in schedule for value in pair] == pytest.approx(
-        [value for pair in expected for value in pair]
-    )
+    assert_schedule(schedule, expected)
     # With ls_success_threshold 0 a shrunk trust region stays shrunk.
     args.ls_success_threshold = 0
     assert trpo_atari.adapt_trust_region(0.0025, 0.4, 9, True, args) == (0.0025, 0.4, 10)
@@ -203,7 +205,7 @@ def test_bf16_rounding_swamps_the_kl_of_a_small_step_and_float32_does_not(batch)
         with torch.no_grad():
             old_logits = network(obs)
             vector_to_parameters(parameters_to_vector(network.parameters()) + step, network.parameters())
-            kls = torch.distributions.kl_divergence(Categorical(logits=old_logits), Categorical(logits=network(obs)))
+            kls = kl_divergence(Categorical(logits=old_logits), Categorical(logits=network(obs)))
         measured[name] = kls.mean().item()
     assert 0.5e-7 < measured["float32"] < 2e-7
     assert measured["bf16"] > 10e-7
