@@ -109,7 +109,9 @@ class Args:
     backtrack_iters: int = 10
     """the most line-search steps"""
     backtrack_coeff: float = 0.8
-    """each line-search step shrinks the step by this factor"""
+    """each line-search step shrinks the step by at least this factor"""
+    kl_sized_cuts: bool = True
+    """after a trial that breaks a KL bound, cut the step to where that KL would meet its bound (False: by backtrack_coeff)"""
     # Every step spends the trust region on the gradient's noise too, and random moves of the logits
     # lower the entropy: with a weak bonus a large max_kl collapses the policy, while a fixed strong
     # one holds some games at the uniform policy (BeamRider, benchmarks/RESULTS.md). So the bonus
@@ -474,11 +476,24 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 
 
 def line_search(
-    actor, objective_and_kls_fn, full_step, old_objective, max_kl, max_state_kl, backtrack_iters, backtrack_coeff
+    actor,
+    objective_and_kls_fn,
+    full_step,
+    old_objective,
+    max_kl,
+    max_state_kl,
+    backtrack_iters,
+    backtrack_coeff,
+    kl_sized_cuts,
 ):
-    """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
-    mean KL is at most max_kl, whose largest per-state KL is at most max_state_kl, and whose
-    objective beats old_objective, its value at theta_old. On failure theta_old is restored.
+    """Try theta_old + f * full_step from f = 1; accept the first step whose mean KL is at most
+    max_kl, whose largest per-state KL is at most max_state_kl, and whose objective beats
+    old_objective, its value at theta_old. On failure theta_old is restored.
+
+    With kl_sized_cuts, a trial that breaks a bound by the factor r sets the next f to
+    f * min(backtrack_coeff, r**-1/2), where a KL growing quadratically with the step would meet its
+    bound; other failures multiply f by backtrack_coeff (so does an infinite KL). A few states can put the full step's largest KL tens of times over the
+    bound, beyond the reach of backtrack_iters fixed cuts (0.8**9 cuts a quadratic KL 56-fold).
 
     The TRPO paper's bound (its Theorem 1) is on the largest per-state KL; its practical algorithm
     bounds the mean, which alone lets a large max_kl put a big change on a few states.
@@ -487,8 +502,8 @@ def line_search(
     """
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
+        step_fraction = 1.0
         for k in range(backtrack_iters):
-            step_fraction = backtrack_coeff**k
             vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
             objective, kls = objective_and_kls_fn()
             improvement = objective.item() - old_objective
@@ -496,12 +511,24 @@ def line_search(
             # NaN fails every comparison, so a non-finite trial step is never accepted.
             if kl <= max_kl and largest_kl <= max_state_kl and improvement > 0:
                 return True, step_fraction, k + 1, kl, largest_kl, improvement
+            overshoot = max(kl / max_kl, largest_kl / max_state_kl)
+            sized = kl_sized_cuts and 1 < overshoot < math.inf
+            step_fraction *= min(backtrack_coeff, overshoot**-0.5) if sized else backtrack_coeff
         vector_to_parameters(old_params, actor.parameters())
     return False, 0.0, backtrack_iters, float("nan"), float("nan"), 0.0
 
 
 def trpo_step(
-    actor, objective_and_kls_fn, fvp_obs, max_kl, max_state_kl, cg_damping, cg_iters, backtrack_iters, backtrack_coeff
+    actor,
+    objective_and_kls_fn,
+    fvp_obs,
+    max_kl,
+    max_state_kl,
+    cg_damping,
+    cg_iters,
+    backtrack_iters,
+    backtrack_coeff,
+    kl_sized_cuts,
 ):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
@@ -538,6 +565,7 @@ def trpo_step(
         max_state_kl,
         backtrack_iters,
         backtrack_coeff,
+        kl_sized_cuts,
     )
     diagnostics.update(
         kl=kl,
@@ -919,6 +947,7 @@ def main(args):
             args.cg_iters,
             args.backtrack_iters,
             args.backtrack_coeff,
+            args.kl_sized_cuts,
         )
         success = bool(diagnostics["line_search_success"])
         recent_successes.append(success)

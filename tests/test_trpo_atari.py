@@ -59,7 +59,7 @@ def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failur
     max_kl, damping, failures = 0.01, 0.1, 0
     schedule = []
     for _ in range(9):
-        diagnostics = trpo_atari.trpo_step(actor, kl_too_large, obs, max_kl, 1.0, damping, 5, 3, 0.8)
+        diagnostics = trpo_atari.trpo_step(actor, kl_too_large, obs, max_kl, 1.0, damping, 5, 3, 0.8, True)
         assert diagnostics["line_search_success"] == 0.0 and np.isnan(diagnostics["kl"])
         max_kl, damping, failures = trpo_atari.adapt_trust_region(max_kl, damping, failures, False, args)
         schedule.append((max_kl, damping))
@@ -138,7 +138,7 @@ def test_line_search_checks_the_objective_that_was_differentiated_entropy_includ
             return torch.distributions.Categorical(logits=actor(obs)).entropy().mean().item()
 
     entropy_before = entropy()
-    diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
+    diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8, True)
     assert diagnostics["line_search_success"] == 1.0
     assert entropy() > entropy_before
     assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-3)
@@ -157,7 +157,7 @@ def test_a_large_trust_region_still_bounds_the_kl_of_every_state(batch, max_stat
 
     def step(max_state_kl):
         trpo_atari.vector_to_parameters(before, actor.parameters())
-        diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, max_state_kl, 0.1, 10, 10, 0.8)
+        diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, max_state_kl, 0.1, 10, 10, 0.8, True)
         with torch.no_grad():
             _, measured = objective_and_kls_fn()
         return diagnostics, measured
@@ -172,6 +172,44 @@ def test_a_large_trust_region_still_bounds_the_kl_of_every_state(batch, max_stat
     assert bounded["step_fraction"] < unbounded["step_fraction"]
 
 
+@pytest.mark.parametrize(("max_kl", "max_state_kl"), [(10.0, 0.02), (0.01, 10.0)])
+def test_line_search_cuts_a_far_overshooting_step_to_its_bound(batch, max_kl, max_state_kl):
+    """A full step whose KL is hundreds of times its bound, where ten cuts of 0.8 stay outside it,
+    is brought inside by cuts sized from the KL measured."""
+    actor, obs, actions, logprobs, logits = batch
+    advantages = torch.zeros(32)
+    advantages[:2] = 10.0
+    objective_and_kls_fn = partial(
+        trpo_atari.surrogate_and_state_kls, actor, obs, actions, logprobs, advantages, 0.0, logits
+    )
+    objective, _ = objective_and_kls_fn()
+    gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
+    full_step = gradient / gradient.norm()
+    before = parameters_to_vector(actor.parameters()).detach().clone()
+
+    def kls_at(step_fraction):
+        vector_to_parameters(before + step_fraction * full_step, actor.parameters())
+        with torch.no_grad():
+            _, kls = objective_and_kls_fn()
+        vector_to_parameters(before, actor.parameters())
+        return kls.mean().item() / max_kl, kls.max().item() / max_state_kl
+
+    assert max(kls_at(1.0)) > 200
+    assert max(kls_at(0.8**9)) > 1  # the smallest step of ten fixed cuts
+    search = partial(
+        trpo_atari.line_search, actor, objective_and_kls_fn, full_step, objective.item(), max_kl, max_state_kl, 10, 0.8
+    )
+    success, step_fraction, iters, kl, largest_kl, improvement = search(kl_sized_cuts=True)
+    assert success and iters <= 5 and improvement > 0
+    assert kl <= max_kl and largest_kl <= max_state_kl
+    assert max(kl / max_kl, largest_kl / max_state_kl) > 0.3  # cut to the bound, not far below it
+    assert torch.allclose(parameters_to_vector(actor.parameters()), before + step_fraction * full_step)
+    vector_to_parameters(before, actor.parameters())
+    success, step_fraction, iters, kl, _, _ = search(kl_sized_cuts=False)
+    assert not success and step_fraction == 0.0 and iters == 10 and np.isnan(kl)
+    assert torch.equal(parameters_to_vector(actor.parameters()), before)
+
+
 def test_each_line_search_trial_is_one_forward_pass_of_the_batch(batch):
     """The objective and the KLs of a trial come from the same logits: a trial costs one pass, not two."""
     actor, obs, actions, logprobs, logits = batch
@@ -183,7 +221,7 @@ def test_each_line_search_trial_is_one_forward_pass_of_the_batch(batch):
     forward_passes = []
     actor.register_forward_hook(lambda *_: forward_passes.append(1))
     success, _, iters, kl, _, _ = trpo_atari.line_search(
-        actor, objective_and_kls_fn, 100 * gradient / gradient.norm(), objective.item(), 0.01, 1.0, 30, 0.5
+        actor, objective_and_kls_fn, 100 * gradient / gradient.norm(), objective.item(), 0.01, 1.0, 30, 0.5, True
     )
     assert success and kl <= 0.01
     assert iters > 1 and len(forward_passes) == iters  # the long first trials failed, each after one pass
