@@ -122,7 +122,7 @@ class Args:
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by at least this factor"""
     kl_sized_cuts: bool = True
-    """after a trial that breaks a KL bound, cut the step to where that KL would meet its bound (False: by backtrack_coeff)"""
+    """cut a step that breaks a KL bound to where that KL would meet it (False: by backtrack_coeff)"""
     # Every step spends the trust region on the gradient's noise too, and random moves of the logits
     # lower the entropy: with a weak bonus a large max_kl collapses the policy, while a fixed strong
     # one holds some games at the uniform policy (BeamRider, benchmarks/RESULTS.md). So the bonus
@@ -508,8 +508,9 @@ def line_search(
 
     With kl_sized_cuts, a trial that breaks a bound by the factor r sets the next f to
     f * min(backtrack_coeff, r**-1/2), where a KL growing quadratically with the step would meet its
-    bound; other failures multiply f by backtrack_coeff (so does an infinite KL). A few states can put the full step's largest KL tens of times over the
-    bound, beyond the reach of backtrack_iters fixed cuts (0.8**9 cuts a quadratic KL 56-fold).
+    bound; other failures (an infinite KL too) multiply f by backtrack_coeff. A few states can put
+    the full step's largest KL tens of times over the bound, beyond the reach of backtrack_iters
+    fixed cuts (0.8**9 cuts a quadratic KL 56-fold).
 
     The TRPO paper's bound (its Theorem 1) is on the largest per-state KL; its practical algorithm
     bounds the mean, which alone lets a large max_kl put a big change on a few states.
