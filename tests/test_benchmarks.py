@@ -1,4 +1,5 @@
-"""benchmarks/run.py and benchmarks/report.py on a tiny grid they run themselves; memory.py's batches."""
+"""benchmarks/run.py and benchmarks/report.py on a tiny grid they run themselves; memory.py's batches;
+fvp_atari.py's warm-started CG and its probe of the training run."""
 
 import importlib
 import re
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import memory
+from benchmarks import fvp_atari, memory
 from benchmarks import report as report_module
 from benchmarks import run as run_module
 
@@ -183,3 +184,56 @@ def test_memory_benchmark_runs_one_update_at_each_scripts_defaults():
     for script, batch_size in memory.SCRIPTS.items():
         defaults = importlib.import_module(script[: -len(".py")]).Args()
         assert batch_size == defaults.num_envs * defaults.num_steps, script
+
+
+def test_warm_started_conjugate_gradient_solves_from_a_scaled_guess_or_from_zero():
+    torch = pytest.importorskip("torch")
+    generator = torch.Generator().manual_seed(0)
+    basis = torch.linalg.qr(torch.randn(20, 20, generator=generator, dtype=torch.float64))[0]
+    matrix = basis @ torch.diag(torch.linspace(1, 30, 20, dtype=torch.float64)) @ basis.T
+    b = torch.randn(20, generator=generator, dtype=torch.float64)
+    solution = torch.linalg.solve(matrix, b)
+    # A guess along the solution is scaled onto it, so no iteration is needed.
+    assert torch.allclose(fvp_atari.warm_conjugate_gradient(lambda v: matrix @ v, b, 0, -3 * solution), solution)
+    # From any other guess, CG is exact in 20 steps for a 20 x 20 system; a zero guess starts from zero.
+    for guess in (-b, torch.zeros(20, dtype=torch.float64)):
+        assert torch.allclose(
+            fvp_atari.warm_conjugate_gradient(lambda v: matrix @ v, b, 20, guess), solution, atol=1e-4
+        )
+    near = fvp_atari.warm_conjugate_gradient(lambda v: matrix @ v, b, 3, solution + 0.01 * b)
+    far = fvp_atari.warm_conjugate_gradient(lambda v: matrix @ v, b, 3, b)
+    assert (near - solution).norm() < 0.1 * (far - solution).norm()
+
+
+def test_fvp_probe_measures_every_way_and_leaves_the_training_run_unchanged(tmp_path, monkeypatch):
+    import trpo_atari
+
+    flags = ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "384"]
+    kls = {}
+    for name in ("plain", "probed"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        training_args = trpo_atari.tyro.cli(trpo_atari.Args, args=[*flags, "--eval-episodes", "1"])
+        if name == "probed":
+            probe = fvp_atari.Probe(3, training_args.seed, training_args.fvp_subsample)
+            monkeypatch.setattr(trpo_atari, "trpo_step", probe)
+        trpo_atari.main(training_args)
+        kls[name] = report_module.read_scalars(tmp_path / name)["trpo/kl"][1]
+    np.testing.assert_array_equal(kls["probed"], kls["plain"])
+    assert len(kls["plain"]) == 6
+    assert [record["update"] for record in probe.records] == [3, 6]
+    assert len(probe.plain_update_seconds) == 2  # updates 1 and 4 neither measure nor remember
+    for record in probe.records:
+        assert list(record["ways"]) == [name for name, *_ in fvp_atari.WAYS]
+        for way in record["ways"].values():
+            assert way["seconds"] > 0 and way["full_step_kl_ratio"] > 0 and 1 <= way["trials"]
+    # The default way is the script's own step on the same sample: its line search accepts the same KL.
+    default = probe.records[-1]["ways"][fvp_atari.WAYS[0][0]]
+    assert default["kl"] == pytest.approx(kls["plain"][5], rel=1e-5)
+    rows = [
+        line
+        for line in fvp_atari.report(probe.records, probe.plain_update_seconds, 1).splitlines()
+        if line.startswith("| ")
+    ]
+    assert len(rows) == 1 + len(fvp_atari.WAYS)
+    assert rows[1].startswith(f"| {fvp_atari.WAYS[0][0]} | 11 |") and rows[1].endswith("(1.00x +- 0.00) | 1.00x |")
