@@ -1,5 +1,5 @@
 """benchmarks/run.py and benchmarks/report.py on a tiny grid they run themselves; memory.py's batches;
-fvp_atari.py's warm-started CG and its probe of the training run."""
+fvp_atari.py's warm-started CG and its probe of the training run; directions_atari.py's probe."""
 
 import importlib
 import re
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import fvp_atari, memory
+from benchmarks import directions_atari, fvp_atari, memory
 from benchmarks import report as report_module
 from benchmarks import run as run_module
 
@@ -205,22 +205,37 @@ def test_warm_started_conjugate_gradient_solves_from_a_scaled_guess_or_from_zero
     assert (near - solution).norm() < 0.1 * (far - solution).norm()
 
 
-def test_fvp_probe_measures_every_way_and_leaves_the_training_run_unchanged(tmp_path, monkeypatch):
+ATARI_TINY = ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "384"]
+
+
+def train_tiny_atari(folder, probe_fn=None):
+    """trpo_atari.py for 6 updates of 2 x 32 steps in folder, its trpo_step replaced by
+    probe_fn(training_args) if given; returns (the logged trpo/kl per update, the probe)."""
     import trpo_atari
 
-    flags = ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "384"]
-    kls = {}
-    for name in ("plain", "probed"):
-        (tmp_path / name).mkdir()
-        monkeypatch.chdir(tmp_path / name)
-        training_args = trpo_atari.tyro.cli(trpo_atari.Args, args=[*flags, "--eval-episodes", "1"])
-        if name == "probed":
-            probe = fvp_atari.Probe(3, training_args.seed, training_args.fvp_subsample)
-            monkeypatch.setattr(trpo_atari, "trpo_step", probe)
+    folder.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        training_args = trpo_atari.tyro.cli(trpo_atari.Args, args=[*ATARI_TINY, "--eval-episodes", "1"])
+        probe = probe_fn(training_args) if probe_fn else None
+        if probe:
+            patch.setattr(trpo_atari, "trpo_step", probe)
         trpo_atari.main(training_args)
-        kls[name] = report_module.read_scalars(tmp_path / name)["trpo/kl"][1]
-    np.testing.assert_array_equal(kls["probed"], kls["plain"])
-    assert len(kls["plain"]) == 6
+    return report_module.read_scalars(folder)["trpo/kl"][1], probe
+
+
+@pytest.fixture(scope="module")
+def plain_tiny_atari_kls(tmp_path_factory):
+    kls, _ = train_tiny_atari(tmp_path_factory.mktemp("atari") / "plain")
+    assert len(kls) == 6
+    return kls
+
+
+def test_fvp_probe_measures_every_way_and_leaves_the_training_run_unchanged(tmp_path, plain_tiny_atari_kls):
+    kls, probe = train_tiny_atari(
+        tmp_path / "probed", lambda training_args: fvp_atari.Probe(3, training_args.seed, training_args.fvp_subsample)
+    )
+    np.testing.assert_array_equal(kls, plain_tiny_atari_kls)
     assert [record["update"] for record in probe.records] == [3, 6]
     assert len(probe.plain_update_seconds) == 2  # updates 1 and 4 neither measure nor remember
     for record in probe.records:
@@ -229,7 +244,7 @@ def test_fvp_probe_measures_every_way_and_leaves_the_training_run_unchanged(tmp_
             assert way["seconds"] > 0 and way["full_step_kl_ratio"] > 0 and 1 <= way["trials"]
     # The default way is the script's own step on the same sample: its line search accepts the same KL.
     default = probe.records[-1]["ways"][fvp_atari.WAYS[0][0]]
-    assert default["kl"] == pytest.approx(kls["plain"][5], rel=1e-5)
+    assert default["kl"] == pytest.approx(kls[5], rel=1e-5)
     rows = [
         line
         for line in fvp_atari.report(probe.records, probe.plain_update_seconds, 1).splitlines()
@@ -237,3 +252,30 @@ def test_fvp_probe_measures_every_way_and_leaves_the_training_run_unchanged(tmp_
     ]
     assert len(rows) == 1 + len(fvp_atari.WAYS)
     assert rows[1].startswith(f"| {fvp_atari.WAYS[0][0]} | 11 |") and rows[1].endswith("(1.00x +- 0.00) | 1.00x |")
+
+
+def test_step_size_for_kl_finds_the_largest_step_within_the_kl_quadratic_or_not():
+    for kl_at in (lambda s: 2 * s**2, lambda s: 2 * s**2 + 50 * s**4, lambda s: 0.001 * s**2):
+        step_size = directions_atari.step_size_for_kl(kl_at, curvature=4.0, target_kl=0.01)
+        assert kl_at(step_size) <= 0.01 and kl_at(step_size) == pytest.approx(0.01, rel=1e-4)
+
+
+def test_directions_probe_scales_every_way_to_the_kl_and_leaves_the_training_run_unchanged(
+    tmp_path, plain_tiny_atari_kls
+):
+    kls, probe = train_tiny_atari(
+        tmp_path / "probed", lambda training_args: directions_atari.Probe(3, training_args.seed, 2, 0.002)
+    )
+    np.testing.assert_array_equal(kls, plain_tiny_atari_kls)
+    assert [record["update"] for record in probe.records] == [3, 6]
+    for record in probe.records:
+        assert list(record["ways"]) == [name for name, *_ in directions_atari.WAYS]
+        for way in record["ways"].values():
+            assert way["kl"] == pytest.approx(0.002, rel=1e-3) and way["max_state_kl"] >= way["kl"]
+            assert way["improvement"] > 0 and way["held_out_kl"] > 0
+    # The default's damping and the whole half's Fisher give different directions, so different steps.
+    last = probe.records[-1]["ways"]
+    assert last[directions_atari.WAYS[0][0]]["improvement"] != last[directions_atari.WAYS[1][0]]["improvement"]
+    rows = [line for line in directions_atari.report(probe.records, 0.002).splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + len(directions_atari.WAYS)
+    assert rows[1].startswith(f"| {directions_atari.WAYS[0][0]} |") and "+0.00e+00 (+- 0.0e+00)" in rows[1]
