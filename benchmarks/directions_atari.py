@@ -9,7 +9,7 @@ bonus included) is then measured on the other half's states, actions and advanta
 direction never saw, played by the same policy. Its improvement there estimates the step's
 improvement of the policy; the first half's is what the line search sees. Ways: the script's
 direction, (F + damping I)^-1 g by 10 CG iterations with F on as many states as the script's
-subsample, at the script's damping and larger ones; F on the whole half; the gradient g itself.
+subsample, at its default damping 0.1 and larger ones; F on the whole half; the gradient g itself.
 
     OMP_NUM_THREADS=1 python benchmarks/directions_atari.py --out benchmarks/results/directions_atari.json -- \\
         --env-id BreakoutNoFrameskip-v4 --seed 2 --num-envs 8 --max-kl 0.02 --bf16 \\
