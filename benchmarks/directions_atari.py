@@ -25,7 +25,6 @@ import math
 import os
 import statistics
 import sys
-import tempfile
 from functools import partial
 
 import torch
@@ -34,6 +33,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import trpo_atari
+from benchmarks.fvp_atari import split_argv, train_with_probe
 
 # (name, Fisher states: "subsample" as many as the script's or "half" all of the first half, damping);
 # None for the gradient itself. The first is the script's direction at its default damping.
@@ -174,30 +174,22 @@ def main():
     parser.add_argument("--kl", type=float, default=0.005, help="the mean KL every step is scaled to")
     parser.add_argument("--out", help="write every measurement to this JSON file")
     parser.add_argument("--report", help="print the table of a JSON file written with --out, without training")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
+    args, training_argv = split_argv(parser)
     if args.report:
         with open(args.report) as f:
             saved = json.load(f)
         print(report(saved["records"], saved["kl"]))
         return
-    training_args = tyro.cli(trpo_atari.Args, args=argv[split + 1 :])
+    training_args = tyro.cli(trpo_atari.Args, args=training_argv)
     if training_args.num_envs % 2:
         parser.error("the batch is split by env into two halves: --num-envs must be even")
     if args.measure_every < 1 or not args.kl > 0:
         parser.error("--measure-every must be at least 1 and --kl positive")
     probe = Probe(args.measure_every, training_args.seed, training_args.num_envs, args.kl)
-    out = os.path.abspath(args.out) if args.out else None  # main() runs in a scratch folder
-    resume = training_args.resume
-    training_args.resume = os.path.abspath(resume) if resume else None
-    trpo_atari.trpo_step = probe
-    with tempfile.TemporaryDirectory() as cwd:
-        os.chdir(cwd)
-        trpo_atari.main(training_args)
-    if out:
-        with open(out, "w") as f:
-            json.dump({"argv": argv[split + 1 :], "kl": args.kl, "records": probe.records}, f, indent=1)
+    train_with_probe(probe, training_args)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"argv": training_argv, "kl": args.kl, "records": probe.records}, f, indent=1)
     print(report(probe.records, args.kl))
 
 

@@ -203,6 +203,28 @@ def report(records, plain_update_seconds, threads):
     return "\n".join(lines)
 
 
+def split_argv(parser):
+    """This benchmark's options, parsed from the arguments before `--`, and the trpo_atari.py flags after it."""
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    return parser.parse_args(argv[:split]), argv[split + 1 :]
+
+
+def train_with_probe(probe, training_args):
+    """trpo_atari.main(training_args) with trpo_step replaced by probe, in a scratch folder (its logs are
+    not kept); a --resume path relative to the caller's folder is made absolute first."""
+    if training_args.resume:
+        training_args.resume = os.path.abspath(training_args.resume)
+    trpo_atari.trpo_step = probe
+    caller_folder = os.getcwd()
+    with tempfile.TemporaryDirectory() as cwd:
+        os.chdir(cwd)
+        try:
+            trpo_atari.main(training_args)
+        finally:
+            os.chdir(caller_folder)
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], usage="%(prog)s [options] -- TRPO_ATARI_FLAGS"
@@ -210,9 +232,7 @@ def main():
     parser.add_argument("--measure-every", type=int, default=10, help="measure every this many updates (at least 2)")
     parser.add_argument("--out", help="write every measurement to this JSON file")
     parser.add_argument("--report", help="print the table of a JSON file written with --out, without training")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
+    args, training_argv = split_argv(parser)
     if args.report:
         with open(args.report) as f:
             saved = json.load(f)
@@ -220,17 +240,13 @@ def main():
         return
     if args.measure_every < 2:
         parser.error("--measure-every must be at least 2: the update before a measured one gives the warm start")
-    training_args = tyro.cli(trpo_atari.Args, args=argv[split + 1 :])
+    training_args = tyro.cli(trpo_atari.Args, args=training_argv)
     probe = Probe(args.measure_every, training_args.seed, training_args.fvp_subsample)
-    out = os.path.abspath(args.out) if args.out else None  # main() runs in a scratch folder
-    trpo_atari.trpo_step = probe
-    with tempfile.TemporaryDirectory() as cwd:
-        os.chdir(cwd)
-        trpo_atari.main(training_args)
+    train_with_probe(probe, training_args)
     threads = torch.get_num_threads()
-    if out:
-        with open(out, "w") as f:
-            saved = {"argv": argv[split + 1 :], "threads": threads, "plain_update_seconds": probe.plain_update_seconds}
+    if args.out:
+        with open(args.out, "w") as f:
+            saved = {"argv": training_argv, "threads": threads, "plain_update_seconds": probe.plain_update_seconds}
             json.dump({**saved, "records": probe.records}, f, indent=1)
     print(report(probe.records, probe.plain_update_seconds, threads))
 
