@@ -113,6 +113,26 @@ def test_report_lists_per_seed_evaluations_in_seed_order(tmp_path):
     assert "| 3 | 100.0, 200.0, 300.0 |" in markdown  # seed10 after seed2, not after seed1
 
 
+def test_report_keeps_only_the_last_final_evaluation_of_a_run_resumed_after_it_finished(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_folder = tmp_path / "work" / "BreakoutNoFrameskip-v4" / "trpo_atari" / "seed1" / "runs" / "run"
+    first = SummaryWriter(run_folder)  # finishes at 1M steps with its final evaluation
+    first.add_scalar("charts/episodic_return", 5.0, 1_000_000)
+    for game, score in enumerate([4.0, 6.0, 8.0]):
+        first.add_scalar("eval/final_episodic_return", score, game)
+    first.close()
+    resumed = SummaryWriter(run_folder, purge_step=983_041)  # resumed from a checkpoint with a larger budget
+    resumed.add_scalar("charts/episodic_return", 9.0, 2_500_000)
+    resumed.add_scalar("charts/SPS", 100, 2_500_000)
+    for game, score in enumerate([20.0, 30.0]):
+        resumed.add_scalar("eval/final_episodic_return", score, game)
+    resumed.close()
+    assert list(report_module.read_scalars(run_folder.parent.parent)["eval/final_episodic_return"][1]) == [20, 30]
+    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
+    assert "| trpo_atari | 25.0 +- 0.0 | 9.0 | 100 | 1 | 25.0 |" in markdown
+
+
 def test_permutation_p_value_is_the_exact_share_of_relabellings_for_small_samples():
     import itertools
 
