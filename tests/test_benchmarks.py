@@ -293,7 +293,7 @@ def test_directions_probe_scales_every_way_to_the_kl_and_leaves_the_training_run
         for way in record["ways"].values():
             assert way["kl"] == pytest.approx(0.002, rel=1e-3) and way["max_state_kl"] >= way["kl"]
             assert way["improvement"] > 0 and way["held_out_kl"] > 0
-    # The default's damping and the whole half's Fisher give different directions, so different steps.
+    # The default's damping and a damping of 1 give different directions, so different steps.
     last = probe.records[-1]["ways"]
     assert last[directions_atari.WAYS[0][0]]["improvement"] != last[directions_atari.WAYS[1][0]]["improvement"]
     rows = [line for line in directions_atari.report(probe.records, 0.002).splitlines() if line.startswith("| ")]
