@@ -182,6 +182,26 @@ def test_every_file_linked_from_the_readme_and_results_pages_exists():
     assert checked >= 5  # the README's links to RESULTS.md, LICENSE and the plots, at least
 
 
+def test_every_committed_run_folder_holds_its_tensorboard_logs():
+    # A clean clone (as CI makes) holds only what git tracks: a run folder without event files is a
+    # run whose page report.py cannot rebuild.
+    run_folders = sorted(path.parent for path in (REPO / "benchmarks" / "results").glob("**/command.txt"))
+    assert len(run_folders) > 100
+    without_logs = [str(f.relative_to(REPO)) for f in run_folders if not any(f.glob("runs/**/events.out.tfevents.*"))]
+    assert without_logs == []
+
+
+def test_gitignore_keeps_the_event_files_of_any_logs_root_and_drops_checkpoints():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    run = "benchmarks/results/{}/BreakoutNoFrameskip-v4/trpo_atari/seed1/runs/run_name/{}"
+    for root in ["logs", "atari-learning/logs", "any-new-root/logs"]:
+        for name, ignored in [("events.out.tfevents.1", False), ("checkpoint.pt", True), ("trpo_atari.model", True)]:
+            path = run.format(root, name)
+            check = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO, check=False)
+            assert check.returncode == (0 if ignored else 1), path
+
+
 def test_report_window_table_averages_each_window_per_seed_then_over_seeds(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
