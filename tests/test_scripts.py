@@ -22,6 +22,10 @@ from benchmarks.report import read_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--eval-episodes", "2"]
+SCRIPTS = {
+    f"{module.__name__}.py": module
+    for module in (trpo_discrete, trpo_continuous, ppo_continuous, trpo_atari, ppo_atari)
+}
 
 
 def run_script(script, *args, cwd):
@@ -129,12 +133,6 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--eval-episodes", "0"], "eval_episodes"),
     ("trpo_continuous.py", ["--log-std-init", "nan"], "log_std_init"),
 ]
-
-
-SCRIPTS = {
-    f"{module.__name__}.py": module
-    for module in (trpo_discrete, trpo_continuous, ppo_continuous, trpo_atari, ppo_atari)
-}
 
 
 @pytest.mark.parametrize(("script", "args", "mentions"), BAD_INPUTS)
