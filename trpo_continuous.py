@@ -5,7 +5,9 @@ Every iteration collects num_steps x num_envs transitions, then
   1. estimates advantages A_t with GAE,
   2. maximises the surrogate L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta)
      subject to mean KL(pi_old || pi_theta) <= max_kl: a natural-gradient step found by conjugate
-     gradient, scaled to the trust region and checked by a backtracking line search,
+     gradient, scaled to the trust region and checked by a backtracking line search; with
+     --target-entropy, ent_coef grows while the policy's entropy per action dimension is below
+     that floor and falls to almost nothing above it,
   3. fits the value network (a separate network, so it never moves the policy) by regression
      on the GAE returns.
 """
@@ -86,7 +88,16 @@ class Args:
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by this factor"""
     ent_coef: float = 0.0
-    """coefficient of the entropy bonus in the surrogate objective"""
+    """coefficient of the entropy bonus in the surrogate objective: constant without target_entropy, else its start"""
+    # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
+    # the std, and a seed whose noise runs out early stops exploring. At 0 it lifts Hopper and costs
+    # HalfCheetah two seeds of ten their running gait (benchmarks/RESULTS.md), so it is off by default.
+    target_entropy: float | None = None
+    """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24)"""
+    ent_coef_rate: float = 0.5
+    """log(ent_coef) moves by this times (target_entropy - entropy per action dimension) per update"""
+    min_ent_coef: float = 1e-4
+    """the floor of the adapted ent_coef"""
     # Less noise at the start than std 1: on HalfCheetah fewer seeds settle in a poor gait (benchmarks/RESULTS.md).
     log_std_init: float = -0.5
     """the initial log standard deviation of the Gaussian policy (std 0.61 at -0.5), the same for every action dimension"""
@@ -264,6 +275,16 @@ def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef)
     dist = actor.dist(obs)
     ratio = torch.exp(dist.log_prob(actions).sum(-1) - old_logprobs)
     return (ratio * advantages).mean() + ent_coef * dist.entropy().sum(-1).mean()
+
+
+def adapt_entropy_coef(ent_coef, entropy_per_dim, args):
+    """The entropy bonus for the next update: multiplied by exp(ent_coef_rate * (target - entropy)),
+    so it grows while the entropy is below target_entropy and shrinks to min_ent_coef above it. The cap
+    of 0.1 bounds the wind-up while the trust region holds the entropy away from its target."""
+    if args.target_entropy is None:
+        return args.ent_coef
+    gap = args.target_entropy - entropy_per_dim
+    return min(max(ent_coef * math.exp(args.ent_coef_rate * gap), args.min_ent_coef), 0.1)
 
 
 def mean_kl(actor, obs, old_mean, old_log_std):
@@ -489,6 +510,9 @@ def check_args(args):
         (args.backtrack_iters >= 1, "backtrack_iters must be at least 1"),
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
         (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
+        (args.target_entropy is None or -inf < args.target_entropy < inf, "target_entropy must be finite"),
+        (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
+        (0 < args.min_ent_coef <= 0.1, "min_ent_coef must be in (0, 0.1]"),
         (-inf < args.log_std_init < inf, "log_std_init must be finite"),
         (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
         (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
@@ -597,6 +621,8 @@ def main(args):
     start_time = time.time()
     recent_returns = deque(maxlen=20)
     recent_successes = deque(maxlen=20)
+    action_dim = int(np.prod(action_shape))
+    ent_coef = args.ent_coef
     envs.action_space.seed(args.seed)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
@@ -655,7 +681,8 @@ def main(args):
             b_logprobs = old_dist.log_prob(b_actions).sum(-1)
             entropy = old_dist.entropy().sum(-1).mean().item()
 
-        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, args.ent_coef)
+        ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, args)
+        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
         kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
 
         fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
@@ -684,6 +711,7 @@ def main(args):
         writer.add_scalar("losses/value_loss", value_loss, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/entropy", entropy, global_step)
+        writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
         writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
         for key, value in diagnostics.items():
             writer.add_scalar(f"trpo/{key}", value, global_step)
@@ -691,7 +719,7 @@ def main(args):
         print(
             f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
             f"ls {'ok' if diagnostics['line_search_success'] else 'FAIL'} ({diagnostics['line_search_iters']} it, "
-            f"{np.mean(recent_successes):.0%} ok) kl {diagnostics['kl']:.4f}"
+            f"{np.mean(recent_successes):.0%} ok) kl {diagnostics['kl']:.4f} entropy {entropy:.2f} bonus {ent_coef:.4f}"
             + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
         )
 

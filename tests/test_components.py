@@ -268,6 +268,18 @@ def test_gaussian_trpo_step_with_zero_advantages_follows_the_entropy_bonus():
     assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-4)
 
 
+def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
+    args = trpo_continuous.Args(target_entropy=0.0, ent_coef_rate=0.5, min_ent_coef=1e-4)
+    assert trpo_continuous.adapt_entropy_coef(0.01, -0.2, args) == pytest.approx(0.01 * np.exp(0.1))
+    assert trpo_continuous.adapt_entropy_coef(0.01, 0.2, args) == pytest.approx(0.01 * np.exp(-0.1))
+    assert trpo_continuous.adapt_entropy_coef(0.09, -5.0, args) == 0.1
+    # A bonus that starts at 0 starts at the floor, from where a multiplicative step can grow it.
+    assert trpo_continuous.adapt_entropy_coef(0.0, 1.0, args) == 1e-4
+    assert trpo_continuous.adapt_entropy_coef(1e-4, -1.0, args) > 1e-4
+    args.target_entropy, args.ent_coef = None, 0.003
+    assert trpo_continuous.adapt_entropy_coef(0.05, -5.0, args) == 0.003
+
+
 def test_running_mean_std_matches_numpy_over_batches():
     rms = trpo_discrete.RunningMeanStd((2,))
     data = np.random.default_rng(0).normal(loc=3.0, scale=2.0, size=(1000, 2))

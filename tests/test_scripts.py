@@ -132,6 +132,9 @@ BAD_INPUTS = [
     ("trpo_discrete.py", ["--success-threshold", "nan"], "success_threshold"),
     ("trpo_continuous.py", ["--eval-episodes", "0"], "eval_episodes"),
     ("trpo_continuous.py", ["--log-std-init", "nan"], "log_std_init"),
+    ("trpo_continuous.py", ["--target-entropy", "inf"], "target_entropy"),
+    ("trpo_continuous.py", ["--ent-coef-rate", "0"], "ent_coef_rate"),
+    ("trpo_continuous.py", ["--min-ent-coef", "0"], "min_ent_coef"),
 ]
 
 
@@ -274,6 +277,24 @@ def test_trpo_continuous_policy_starts_at_log_std_init(tmp_path, monkeypatch):
     trpo_continuous.main(args)
     # The entropy is logged for the rollout's policy, the initial one here: of a 1-d Gaussian with std e^-2.
     assert read_scalars(tmp_path)["losses/entropy"][1][0] == pytest.approx(0.5 * np.log(2 * np.pi * np.e) - 2.0)
+
+
+def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(tmp_path, monkeypatch):
+    # A target above the starting entropy (0.92 nats at std 0.61, Pendulum has one action dimension):
+    # the bonus climbs to its cap, the entropy rises to the target and the bonus falls back. Without a
+    # target the bonus stays 0 and the entropy falls.
+    scalars = {}
+    for target in ("1.5", "None"):
+        (tmp_path / target).mkdir()
+        monkeypatch.chdir(tmp_path / target)
+        flags = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
+        assert run_main(trpo_continuous, *flags, "--target-entropy", target, "--ent-coef-rate", "5") == 0
+        scalars[target] = read_scalars(tmp_path / target)
+    entropy, bonus = scalars["1.5"]["losses/entropy"][1], scalars["1.5"]["trpo/ent_coef"][1]
+    assert bonus.max() == pytest.approx(0.1) and bonus[-1] < 0.05
+    assert entropy[-1] > 1.4 > entropy[0]
+    entropy, bonus = scalars["None"]["losses/entropy"][1], scalars["None"]["trpo/ent_coef"][1]
+    assert (bonus == 0).all() and entropy[-1] < entropy[0]
 
 
 def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
