@@ -591,7 +591,8 @@ def main(args):
 
     obs_shape, action_shape = observation_space.shape, action_space.shape
     action_low, action_high = action_space.low, action_space.high
-    actor = Actor(np.prod(obs_shape), np.prod(action_shape), args.log_std_init).to(device)
+    action_dim = int(np.prod(action_shape))
+    actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init).to(device)
     critic = Critic(np.prod(obs_shape)).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
@@ -621,7 +622,6 @@ def main(args):
     start_time = time.time()
     recent_returns = deque(maxlen=20)
     recent_successes = deque(maxlen=20)
-    action_dim = int(np.prod(action_shape))
     ent_coef = args.ent_coef
     envs.action_space.seed(args.seed)
     next_obs, _ = envs.reset(seed=args.seed)
