@@ -12,6 +12,7 @@ Every iteration collects num_steps x num_envs transitions, then
      on the GAE returns.
 """
 
+import copy
 import glob
 import math
 import os
@@ -113,6 +114,12 @@ class Args:
     """if toggled, normalize observations by their running mean and std"""
     norm_reward: bool = True
     """if toggled, scale rewards by the running std of the discounted return"""
+    # The last iterate is one draw from a policy that still moves every update, and its deterministic
+    # evaluation can fall far from the returns it trains at. Averaging iterates (Nikishin et al., 2018,
+    # "Improving Stability in Deep Reinforcement Learning with Weight Averaging") narrows Walker2d's
+    # spread over seeds but lowers its mean and Hopper's (benchmarks/RESULTS.md), so it is off by default.
+    policy_ema_decay: float = 0.0
+    """if positive, evaluations and the saved actor use an exponential moving average of the actor's parameters with this decay per update (0: the last iterate)"""
     eval_episodes: int = 10
     """deterministic (mean action) episodes per evaluation: after training and every eval_every iterations"""
     eval_every: int = 0
@@ -520,6 +527,7 @@ def check_args(args):
             1 <= args.vf_minibatches <= args.num_envs * args.num_steps,
             "vf_minibatches must be in [1, num_envs * num_steps]",
         ),
+        (0 <= args.policy_ema_decay < 1, "policy_ema_decay must be in [0, 1)"),
         (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
         (args.eval_every >= 0, "eval_every must be at least 0"),
     ]
@@ -593,6 +601,8 @@ def main(args):
     action_low, action_high = action_space.low, action_space.high
     action_dim = int(np.prod(action_shape))
     actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init).to(device)
+    # The policy that is evaluated and saved: the actor itself, or an average of its iterates.
+    evaluated_actor = copy.deepcopy(actor) if args.policy_ema_decay > 0 else actor
     critic = Critic(np.prod(obs_shape)).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
@@ -699,6 +709,10 @@ def main(args):
             args.backtrack_coeff,
         )
         recent_successes.append(diagnostics["line_search_success"])
+        if evaluated_actor is not actor:
+            with torch.no_grad():
+                for averaged, current in zip(evaluated_actor.parameters(), actor.parameters()):
+                    averaged.lerp_(current, 1 - args.policy_ema_decay)
 
         value_loss, skipped_value_steps = fit_critic(
             critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
@@ -724,14 +738,14 @@ def main(args):
         )
 
         if args.eval_every and iteration % args.eval_every == 0:
-            eval_returns = evaluate(actor, obs_rms, args, device)
+            eval_returns = evaluate(evaluated_actor, obs_rms, args, device)
             writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
             print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.model"
         model = {
-            "actor": actor.state_dict(),
+            "actor": evaluated_actor.state_dict(),
             "critic": critic.state_dict(),
             "obs_rms": obs_rms.state_dict() if obs_rms is not None else None,
             "return_rms": return_rms.state_dict() if return_rms is not None else None,
@@ -739,12 +753,18 @@ def main(args):
         }
         torch.save(model, model_path)
         print(f"model saved to {model_path}")
-    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
+    eval_returns = evaluate(evaluated_actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
     # The final evaluation episode by episode, and its mean as the last point of the evaluation curve.
     for i, episodic_return in enumerate(eval_returns):
         writer.add_scalar("eval/final_episodic_return", episodic_return, i)
     writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
     print(f"eval: {summarize_evaluation(eval_returns)}")
+    if evaluated_actor is not actor:
+        # The same episodes for the last iterate, so the average is compared with it seed by seed.
+        last_iterate_returns = evaluate(actor, obs_rms, args, device)
+        for i, episodic_return in enumerate(last_iterate_returns):
+            writer.add_scalar("eval/last_iterate_final_episodic_return", episodic_return, i)
+        print(f"eval of the last iterate: {summarize_evaluation(last_iterate_returns)}")
 
     if args.track and args.capture_video:
         for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):

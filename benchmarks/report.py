@@ -3,7 +3,8 @@
 For every env under the work folder: a markdown table (one row per implementation: final
 deterministic eval mean +- std over seeds, mean of the last 10 training episodes, steps per
 second, seeds), under it each pair of implementations with a permutation test of their eval
-means, and a PNG of episodic return against env steps (mean over seeds, shaded band of +- one
+means (and, for runs that also evaluated their last iterate, the two evaluations seed by seed with
+a paired test), and a PNG of episodic return against env steps (mean over seeds, shaded band of +- one
 std), written to the output folder; the tables are also printed.
 
     python benchmarks/report.py --work benchmarks/work --out benchmarks/results
@@ -41,7 +42,7 @@ def read_scalars(run_folder):
         accumulator.Reload()
         for tag in accumulator.Tags()["scalars"]:
             events = accumulator.Scalars(tag)
-            if tag == "eval/final_episodic_return":
+            if tag.endswith("final_episodic_return"):
                 last_start = max((i for i, e in enumerate(events) if e.step == 0), default=0)
                 events = events[last_start:]
             steps, values = scalars.get(tag, ([], []))
@@ -57,6 +58,12 @@ def summarize(seed_runs):
         runs["charts/episodic_return"][1][-10:].mean() for runs in seed_runs if "charts/episodic_return" in runs
     ]
     sps = [runs["charts/SPS"][1][-1] for runs in seed_runs if "charts/SPS" in runs]
+    # A run that evaluates an average of its policy iterates also evaluates its last iterate.
+    last_iterate_pairs = [
+        (runs["eval/final_episodic_return"][1].mean(), runs["eval/last_iterate_final_episodic_return"][1].mean())
+        for runs in seed_runs
+        if "eval/final_episodic_return" in runs and "eval/last_iterate_final_episodic_return" in runs
+    ]
     return {
         "eval_mean": np.mean(evals) if evals else float("nan"),
         "eval_std": np.std(evals) if evals else float("nan"),
@@ -64,6 +71,7 @@ def summarize(seed_runs):
         "sps": np.mean(sps) if sps else float("nan"),
         "seeds": len(seed_runs),
         "per_seed_eval": evals,
+        "last_iterate_pairs": last_iterate_pairs,
         "last_step": max(steps.max() for runs in seed_runs for steps, _ in runs.values()),
     }
 
@@ -123,6 +131,26 @@ def permutation_p_value(a, b, permutations=100_000, seed=0):
     return (np.sum(differences >= observed * (1 - 1e-9)) + 1) / (permutations + 1)
 
 
+def paired_p_value(differences, permutations=100_000, seed=0):
+    """Two-sided p-value for a mean of paired differences (two evaluations of each seed's run): the
+    share of random sign flips of the differences whose mean is at least as far from 0 as the observed one."""
+    differences = np.asarray(differences)
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(permutations, len(differences)))
+    flipped = np.abs((signs * differences).mean(1))
+    return (np.sum(flipped >= abs(differences.mean()) * (1 - 1e-9)) + 1) / (permutations + 1)
+
+
+def last_iterate_line(name, pairs):
+    """The bullet comparing an implementation's evaluated policy (an average of iterates) with its
+    last iterate, seed by seed."""
+    evals, last_iterates = np.array(pairs).T
+    return (
+        f"- {name} - its own last iterate (same runs and episodes, last iterate {last_iterates.mean():.1f} +- "
+        f"{last_iterates.std():.1f}): {(evals - last_iterates).mean():+.1f} eval, paired permutation test p = "
+        f"{paired_p_value(evals - last_iterates):.3f} ({len(pairs)} seeds)"
+    )
+
+
 def comparison_lines(per_seed_evals, threshold=None):
     """Markdown bullets under an env's table: each pair of implementations (with 2+ evaluated seeds
     each) with the difference of their eval means and its permutation p-value, and, given a
@@ -153,7 +181,7 @@ def report(work, out, thresholds=None, window=None):
     thresholds = thresholds or {}
     tables = []
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
-        rows, per_seed_evals, figure = [], {}, plt.figure(figsize=(8, 4))
+        rows, per_seed_evals, last_iterate_lines, figure = [], {}, [], plt.figure(figsize=(8, 4))
         windows, window_end = [], 0
         # Twenty distinct colours, the ten dark ones first, so that folders of one env never share a colour.
         plt.gca().set_prop_cycle(color=plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2])
@@ -166,6 +194,8 @@ def report(work, out, thresholds=None, window=None):
             s = summarize(seed_runs)
             if s["per_seed_eval"]:
                 per_seed_evals[impl_folder.name] = s["per_seed_eval"]
+            if len(s["last_iterate_pairs"]) >= 2:
+                last_iterate_lines.append(last_iterate_line(impl_folder.name, s["last_iterate_pairs"]))
             per_seed = ", ".join(f"{value:.1f}" for value in s["per_seed_eval"])
             # A run stopped before its end (or still going) has no final evaluation, only training episodes.
             evaluation = (
@@ -191,7 +221,7 @@ def report(work, out, thresholds=None, window=None):
         plt.tight_layout()
         figure.savefig(out / f"{env_folder.name}.png", dpi=100)
         plt.close(figure)
-        comparisons = comparison_lines(per_seed_evals, thresholds.get(env_folder.name))
+        comparisons = comparison_lines(per_seed_evals, thresholds.get(env_folder.name)) + last_iterate_lines
         window_table = []
         if windows:
             # Windows up to the last logged step, rounded up to a whole window.

@@ -150,6 +150,35 @@ def test_permutation_p_value_is_the_exact_share_of_relabellings_for_small_sample
     assert report_module.permutation_p_value(a + 1e4, b) == pytest.approx(2 / 70, abs=0.003)
 
 
+def test_paired_p_value_is_the_exact_share_of_sign_flips_and_the_report_pairs_an_average_with_its_last_iterate(
+    tmp_path,
+):
+    import itertools
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    differences = np.array([300.0, 250.0, 400.0, -50.0, 200.0])
+    flipped = [abs((differences * signs).mean()) for signs in itertools.product([-1, 1], repeat=5)]
+    exact = np.mean(np.array(flipped) >= abs(differences.mean()) - 1e-9)
+    assert exact == pytest.approx(4 / 32)
+    assert report_module.paired_p_value(differences) == pytest.approx(exact, abs=0.005)
+    assert report_module.paired_p_value(np.array([100.0, -100.0])) == 1.0
+
+    for seed, (average, last_iterate) in enumerate([(3000.0, 2500.0), (3200.0, 3300.0), (1000.0, 900.0)], start=1):
+        writer = SummaryWriter(tmp_path / "work" / "Hopper-v5" / "averaged" / f"seed{seed}" / "runs" / "run")
+        for episode in range(2):
+            writer.add_scalar("eval/final_episodic_return", average, episode)
+            writer.add_scalar("eval/last_iterate_final_episodic_return", last_iterate, episode)
+        writer.close()
+    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
+    p_value = report_module.paired_p_value(np.array([500.0, -100.0, 100.0]))
+    assert (
+        "- averaged - its own last iterate (same runs and episodes, last iterate 2233.3 +- 997.8): +166.7 eval, "
+        f"paired permutation test p = {p_value:.3f} (3 seeds)"
+    ) in markdown
+    assert "| averaged | 2400.0 +- 993.3 |" in markdown
+
+
 def test_report_compares_implementations_and_counts_seeds_over_a_threshold(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
+from torch.nn.utils import parameters_to_vector
 
 import ppo_atari
 import ppo_continuous
@@ -135,6 +136,7 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--target-entropy", "inf"], "target_entropy"),
     ("trpo_continuous.py", ["--ent-coef-rate", "0"], "ent_coef_rate"),
     ("trpo_continuous.py", ["--min-ent-coef", "0"], "min_ent_coef"),
+    ("trpo_continuous.py", ["--policy-ema-decay", "1"], "policy_ema_decay"),
 ]
 
 
@@ -295,6 +297,46 @@ def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(t
     assert entropy[-1] > 1.4 > entropy[0]
     entropy, bonus = scalars["None"]["losses/entropy"][1], scalars["None"]["trpo/ent_coef"][1]
     assert (bonus == 0).all() and entropy[-1] < entropy[0]
+
+
+def test_trpo_continuous_policy_average_is_evaluated_and_saved_and_leaves_training_unchanged(tmp_path, monkeypatch):
+    iterates = []
+
+    def recording_trpo_step(actor, *args):
+        if not iterates:
+            iterates.append(parameters_to_vector(actor.parameters()).detach().clone())
+        diagnostics = trpo_step(actor, *args)
+        iterates.append(parameters_to_vector(actor.parameters()).detach().clone())
+        return diagnostics
+
+    trpo_step = trpo_continuous.trpo_step
+    monkeypatch.setattr(trpo_continuous, "trpo_step", recording_trpo_step)
+    runs = {}
+    for decay in (0.0, 0.5):
+        (tmp_path / str(decay)).mkdir()
+        monkeypatch.chdir(tmp_path / str(decay))
+        iterates.clear()
+        args = trpo_continuous.Args(env_id="Pendulum-v1", num_envs=2, num_steps=128, total_timesteps=768)
+        args.eval_episodes, args.save_model, args.policy_ema_decay = 2, True, decay
+        final_returns = trpo_continuous.main(args)
+        (model_path,) = glob.glob(str(tmp_path / str(decay) / "runs" / "*" / "*.model"))
+        saved_actor = trpo_continuous.Actor(3, 1)
+        saved_actor.load_state_dict(torch.load(model_path)["actor"])
+        saved = parameters_to_vector(saved_actor.parameters()).detach()
+        runs[decay] = (final_returns, read_scalars(tmp_path / str(decay)), saved, list(iterates))
+    returns_last, scalars_last, saved_last, iterates = runs[0.0]
+    returns_ema, scalars_ema, saved_ema, iterates_ema = runs[0.5]
+    # The same iterates with and without the average: theta_0 and three updates.
+    assert len(iterates_ema) == 4 and all(map(torch.equal, iterates, iterates_ema))
+    assert torch.equal(saved_last, iterates[-1])
+    # theta_0 / 8 + theta_1 / 8 + theta_2 / 4 + theta_3 / 2, the average after three updates at decay 0.5.
+    expected = iterates[0] / 8 + iterates[1] / 8 + iterates[2] / 4 + iterates[3] / 2
+    torch.testing.assert_close(saved_ema, expected)
+    assert not torch.allclose(saved_ema, saved_last)
+    # The run also evaluates its last iterate on the same episodes: the run without the average's score.
+    assert list(scalars_ema["eval/last_iterate_final_episodic_return"][1]) == pytest.approx(returns_last)
+    assert list(scalars_ema["eval/final_episodic_return"][1]) == pytest.approx(returns_ema)
+    assert "eval/last_iterate_final_episodic_return" not in scalars_last
 
 
 def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
