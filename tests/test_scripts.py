@@ -301,6 +301,7 @@ def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(t
 
 def test_trpo_continuous_policy_average_is_evaluated_and_saved_and_leaves_training_unchanged(tmp_path, monkeypatch):
     iterates = []
+    trpo_step = trpo_continuous.trpo_step
 
     def recording_trpo_step(actor, *args):
         if not iterates:
@@ -309,7 +310,6 @@ def test_trpo_continuous_policy_average_is_evaluated_and_saved_and_leaves_traini
         iterates.append(parameters_to_vector(actor.parameters()).detach().clone())
         return diagnostics
 
-    trpo_step = trpo_continuous.trpo_step
     monkeypatch.setattr(trpo_continuous, "trpo_step", recording_trpo_step)
     runs = {}
     for decay in (0.0, 0.5):
