@@ -9,7 +9,7 @@ Every iteration collects num_steps x num_envs transitions, then
      --target-entropy, ent_coef grows while the policy's entropy per action dimension is below
      that floor and falls to almost nothing above it,
   3. fits the value network (a separate network, so it never moves the policy) by regression
-     on the GAE returns.
+     on the GAE returns; with --anneal-vf-lr its learning rate decays linearly towards 0.
 """
 
 import copy
@@ -104,6 +104,9 @@ class Args:
     """the initial log standard deviation of the Gaussian policy (std 0.61 at -0.5), the same for every action dimension"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
+    # Off by default: the decay lowered Hopper's and Walker2d's means (benchmarks/RESULTS.md).
+    anneal_vf_lr: bool = False
+    """if toggled, the value network's learning rate decays linearly from vf_lr towards 0 over training"""
     # 40 Adam steps of 512 samples per update rather than hundreds of small ones: at this network
     # size a step's cost is torch's per-call overhead, not its arithmetic.
     vf_epochs: int = 10
@@ -714,6 +717,8 @@ def main(args):
                 for averaged, current in zip(evaluated_actor.parameters(), actor.parameters()):
                     averaged.lerp_(current, 1 - args.policy_ema_decay)
 
+        if args.anneal_vf_lr:
+            critic_optimizer.param_groups[0]["lr"] = args.vf_lr * (1 - (iteration - 1) / args.num_iterations)
         value_loss, skipped_value_steps = fit_critic(
             critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
         )
@@ -723,6 +728,7 @@ def main(args):
         sps = int(global_step / (time.time() - start_time))
         writer.add_scalar("charts/SPS", sps, global_step)
         writer.add_scalar("losses/value_loss", value_loss, global_step)
+        writer.add_scalar("losses/vf_lr", critic_optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/entropy", entropy, global_step)
         writer.add_scalar("trpo/ent_coef", ent_coef, global_step)

@@ -339,6 +339,25 @@ def test_trpo_continuous_policy_average_is_evaluated_and_saved_and_leaves_traini
     assert "eval/last_iterate_final_episodic_return" not in scalars_last
 
 
+def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed(tmp_path, monkeypatch):
+    scalars = {}
+    for flags in ([], ["--anneal-vf-lr"]):
+        folder = tmp_path / ("annealed" if flags else "constant")
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        tiny = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
+        assert run_main(trpo_continuous, *tiny, "--eval-episodes", "1", *flags) == 0
+        scalars[folder.name] = read_scalars(folder)
+    # Four updates: 1e-3 for the first, then down by a quarter of it per update.
+    assert list(scalars["annealed"]["losses/vf_lr"][1]) == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
+    assert list(scalars["constant"]["losses/vf_lr"][1]) == pytest.approx([1e-3] * 4)
+    # The same first fit, then the smaller steps fit the critic differently.
+    value_loss_annealed = scalars["annealed"]["losses/value_loss"][1]
+    value_loss_constant = scalars["constant"]["losses/value_loss"][1]
+    assert value_loss_annealed[0] == value_loss_constant[0]
+    assert value_loss_annealed[-1] != value_loss_constant[-1]
+
+
 def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     # rl-zoo's Pendulum gamma (0.9) and learning rate (1e-3), in 4 minibatches of 512 rather than 32
