@@ -99,7 +99,8 @@ class Args:
     """log(ent_coef) moves by this times (target_entropy - entropy per action dimension) per update"""
     min_ent_coef: float = 1e-4
     """the floor of the adapted ent_coef"""
-    # Less noise at the start than std 1: on HalfCheetah fewer seeds settle in a poor gait (benchmarks/RESULTS.md).
+    # Less noise at the start than std 1: on HalfCheetah fewer seeds settle in a poor gait. Less still (-1)
+    # lifts HalfCheetah further but lowers Walker2d, with or without the entropy floor (benchmarks/RESULTS.md).
     log_std_init: float = -0.5
     """the initial log standard deviation of the Gaussian policy (std 0.61 at -0.5), the same for every action dimension"""
     vf_lr: float = 1e-3
