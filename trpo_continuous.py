@@ -9,7 +9,8 @@ Every iteration collects num_steps x num_envs transitions, then
      --target-entropy, ent_coef grows while the policy's entropy per action dimension is below
      that floor and falls to almost nothing above it,
   3. fits the value network (a separate network, so it never moves the policy) by regression
-     on the GAE returns; with --anneal-vf-lr its learning rate decays linearly towards 0.
+     on the GAE returns: Adam on minibatches (with --anneal-vf-lr its learning rate decays
+     linearly towards 0), or with --vf-lbfgs-iters full-batch L-BFGS.
 """
 
 import copy
@@ -114,6 +115,9 @@ class Args:
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 4
     """minibatches per value-network pass"""
+    # The original TRPO code fit its value network this way; off by default (benchmarks/RESULTS.md).
+    vf_lbfgs_iters: int = 0
+    """if positive, fit the value network by full-batch L-BFGS with this many iterations in place of Adam"""
     norm_obs: bool = True
     """if toggled, normalize observations by their running mean and std"""
     norm_reward: bool = True
@@ -443,6 +447,29 @@ def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
+def fit_critic_lbfgs(critic, obs, returns, iters):
+    """Full-batch L-BFGS with a strong Wolfe line search on 1/2 (V(s) - R)^2; returns (final loss, skipped fits).
+
+    The curvature history is dropped every update, since the returns it was built on have changed. A fit
+    that ends with a non-finite loss or weights is undone, so they never reach the next rollout."""
+    optimizer = torch.optim.LBFGS(critic.parameters(), max_iter=iters, line_search_fn="strong_wolfe")
+
+    def value_loss():
+        optimizer.zero_grad()
+        loss = 0.5 * ((critic(obs) - returns) ** 2).mean()
+        loss.backward()
+        return loss
+
+    weights_before = parameters_to_vector(critic.parameters()).detach().clone()
+    optimizer.step(value_loss)
+    with torch.no_grad():
+        loss = 0.5 * ((critic(obs) - returns) ** 2).mean()
+        if not (torch.isfinite(loss) and torch.isfinite(parameters_to_vector(critic.parameters())).all()):
+            vector_to_parameters(weights_before, critic.parameters())
+            return float("nan"), 1
+    return loss.item(), 0
+
+
 def evaluate(actor, obs_rms, args, device, video_name=None):
     """args.eval_episodes episodes of the actor's mean action on an env of its own, observations
     normalized with frozen statistics, recorded into videos/{video_name} if given; returns their returns.
@@ -531,6 +558,8 @@ def check_args(args):
             1 <= args.vf_minibatches <= args.num_envs * args.num_steps,
             "vf_minibatches must be in [1, num_envs * num_steps]",
         ),
+        (args.vf_lbfgs_iters >= 0, "vf_lbfgs_iters must be at least 0"),
+        (not (args.vf_lbfgs_iters and args.anneal_vf_lr), "anneal_vf_lr applies to Adam, not vf_lbfgs_iters"),
         (0 <= args.policy_ema_decay < 1, "policy_ema_decay must be in [0, 1)"),
         (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
         (args.eval_every >= 0, "eval_every must be at least 0"),
@@ -718,18 +747,22 @@ def main(args):
                 for averaged, current in zip(evaluated_actor.parameters(), actor.parameters()):
                     averaged.lerp_(current, 1 - args.policy_ema_decay)
 
-        if args.anneal_vf_lr:
-            critic_optimizer.param_groups[0]["lr"] = args.vf_lr * (1 - (iteration - 1) / args.num_iterations)
-        value_loss, skipped_value_steps = fit_critic(
-            critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
-        )
+        if args.vf_lbfgs_iters:
+            value_loss, skipped_value_steps = fit_critic_lbfgs(critic, b_obs, b_returns, args.vf_lbfgs_iters)
+        else:
+            if args.anneal_vf_lr:
+                critic_optimizer.param_groups[0]["lr"] = args.vf_lr * (1 - (iteration - 1) / args.num_iterations)
+            value_loss, skipped_value_steps = fit_critic(
+                critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
+            )
 
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
         sps = int(global_step / (time.time() - start_time))
         writer.add_scalar("charts/SPS", sps, global_step)
         writer.add_scalar("losses/value_loss", value_loss, global_step)
-        writer.add_scalar("losses/vf_lr", critic_optimizer.param_groups[0]["lr"], global_step)
+        if not args.vf_lbfgs_iters:
+            writer.add_scalar("losses/vf_lr", critic_optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/entropy", entropy, global_step)
         writer.add_scalar("trpo/ent_coef", ent_coef, global_step)

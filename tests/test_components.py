@@ -280,6 +280,22 @@ def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
     assert trpo_continuous.adapt_entropy_coef(0.05, -5.0, args) == 0.003
 
 
+def test_lbfgs_critic_fits_a_smooth_target_and_undoes_a_nonfinite_fit():
+    critic = trpo_continuous.Critic(3)
+    obs = torch.randn(512, 3)
+    returns = 2 * torch.sin(obs).sum(-1)
+    with torch.no_grad():
+        initial_loss = 0.5 * ((critic(obs) - returns) ** 2).mean().item()
+    loss, skipped = trpo_continuous.fit_critic_lbfgs(critic, obs, returns, iters=25)
+    assert skipped == 0 and loss < 0.05 * initial_loss
+
+    weights = parameters_to_vector(critic.parameters()).detach().clone()
+    returns[7] = float("nan")
+    loss, skipped = trpo_continuous.fit_critic_lbfgs(critic, obs, returns, iters=25)
+    assert np.isnan(loss) and skipped == 1
+    assert torch.equal(parameters_to_vector(critic.parameters()), weights)
+
+
 def test_running_mean_std_matches_numpy_over_batches():
     rms = trpo_discrete.RunningMeanStd((2,))
     data = np.random.default_rng(0).normal(loc=3.0, scale=2.0, size=(1000, 2))

@@ -137,6 +137,8 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--ent-coef-rate", "0"], "ent_coef_rate"),
     ("trpo_continuous.py", ["--min-ent-coef", "0"], "min_ent_coef"),
     ("trpo_continuous.py", ["--policy-ema-decay", "1"], "policy_ema_decay"),
+    ("trpo_continuous.py", ["--vf-lbfgs-iters", "-1"], "vf_lbfgs_iters"),
+    ("trpo_continuous.py", ["--vf-lbfgs-iters", "25", "--anneal-vf-lr"], "anneal_vf_lr"),
 ]
 
 
