@@ -110,7 +110,8 @@ class Args:
     anneal_vf_lr: bool = False
     """if toggled, the value network's learning rate decays linearly from vf_lr towards 0 over training"""
     # 40 Adam steps of 512 samples per update rather than hundreds of small ones: at this network
-    # size a step's cost is torch's per-call overhead, not its arithmetic.
+    # size a step's cost is torch's per-call overhead, not its arithmetic, and 320 steps of 128
+    # lowered Hopper's mean over 10 seeds (benchmarks/RESULTS.md).
     vf_epochs: int = 10
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 4
