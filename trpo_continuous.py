@@ -92,8 +92,9 @@ class Args:
     ent_coef: float = 0.0
     """coefficient of the entropy bonus in the surrogate objective: constant without target_entropy, else its start"""
     # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
-    # the std, and a seed whose noise runs out early stops exploring. At 0 it lifts Hopper and costs
-    # HalfCheetah two seeds of ten their running gait (benchmarks/RESULTS.md), so it is off by default.
+    # the std, and a seed whose noise runs out early stops exploring. At 0 it lifts Hopper on seeds 1-10
+    # and 11-20 alike, lowers Walker2d on both and HalfCheetah on one of them (benchmarks/RESULTS.md),
+    # so it is off by default.
     target_entropy: float | None = None
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24)"""
     ent_coef_rate: float = 0.5

@@ -181,11 +181,16 @@ def report(work, out, thresholds=None, window=None):
     thresholds = thresholds or {}
     tables = []
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
-        rows, per_seed_evals, last_iterate_lines, figure = [], {}, [], plt.figure(figsize=(8, 4))
+        impl_folders = sorted(p for p in env_folder.iterdir() if p.is_dir())
+        # The legend sits beside the axes, one line per folder: the figure grows with their number.
+        figure = plt.figure(figsize=(11, max(4.0, 0.25 * len(impl_folders) + 1)))
+        rows, per_seed_evals, last_iterate_lines = [], {}, []
         windows, window_end = [], 0
-        # Twenty distinct colours, the ten dark ones first, so that folders of one env never share a colour.
-        plt.gca().set_prop_cycle(color=plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2])
-        for impl_folder in sorted(p for p in env_folder.iterdir() if p.is_dir()):
+        # Twenty distinct colours, the ten dark ones first, solid and then dashed, so that up to forty
+        # folders of one env never share a line style.
+        colours = plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2]
+        plt.gca().set_prop_cycle(plt.cycler(linestyle=["-", "--"]) * plt.cycler(color=colours))
+        for impl_folder in impl_folders:
             seeds = sorted(impl_folder.glob("seed*"), key=lambda folder: int(folder.name[len("seed") :]))
             seed_runs = [read_scalars(seed) for seed in seeds]
             seed_runs = [runs for runs in seed_runs if runs]
