@@ -13,6 +13,10 @@ std), written to the output folder; the tables are also printed.
 
 With --window N each page also gets, per implementation, the mean training-episode return and the
 mean policy entropy (losses/entropy) in each window [k N, (k + 1) N) of env steps, mean over seeds.
+
+A row is named after its folder, unless labels.txt in the work folder names it: one `FOLDER NAME`
+per line, for that folder under every env. The name a row has can then follow what its runs are
+(the defaults, or a variant of them) while the folders, and the event files in them, stay put.
 """
 
 import argparse
@@ -48,6 +52,15 @@ def read_scalars(run_folder):
             steps, values = scalars.get(tag, ([], []))
             scalars[tag] = (steps + [e.step for e in events], values + [e.value for e in events])
     return {tag: (np.array(steps), np.array(values)) for tag, (steps, values) in scalars.items()}
+
+
+def read_labels(work):
+    """{folder name: row name} from work/labels.txt (`FOLDER NAME` per line, # starts a comment), if any."""
+    path = work / "labels.txt"
+    if not path.exists():
+        return {}
+    lines = (line.partition("#")[0].split() for line in path.read_text().splitlines())
+    return {words[0]: words[1] for words in lines if words}
 
 
 def summarize(seed_runs):
@@ -179,18 +192,19 @@ def report(work, out, thresholds=None, window=None):
     window (env steps), each page also gets the table of window_rows."""
     out.mkdir(parents=True, exist_ok=True)
     thresholds = thresholds or {}
+    labels = read_labels(work)
     tables = []
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
-        impl_folders = sorted(p for p in env_folder.iterdir() if p.is_dir())
+        named_folders = sorted((labels.get(p.name, p.name), p) for p in env_folder.iterdir() if p.is_dir())
         # The legend sits beside the axes, one line per folder: the figure grows with their number.
-        figure = plt.figure(figsize=(11, max(4.0, 0.25 * len(impl_folders) + 1)))
+        figure = plt.figure(figsize=(11, max(4.0, 0.25 * len(named_folders) + 1)))
         rows, per_seed_evals, last_iterate_lines = [], {}, []
         windows, window_end = [], 0
         # Twenty distinct colours, the ten dark ones first, solid and then dashed, so that up to forty
         # folders of one env never share a line style.
         colours = plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2]
         plt.gca().set_prop_cycle(plt.cycler(linestyle=["-", "--"]) * plt.cycler(color=colours))
-        for impl_folder in impl_folders:
+        for name, impl_folder in named_folders:
             seeds = sorted(impl_folder.glob("seed*"), key=lambda folder: int(folder.name[len("seed") :]))
             seed_runs = [read_scalars(seed) for seed in seeds]
             seed_runs = [runs for runs in seed_runs if runs]
@@ -198,9 +212,9 @@ def report(work, out, thresholds=None, window=None):
                 continue
             s = summarize(seed_runs)
             if s["per_seed_eval"]:
-                per_seed_evals[impl_folder.name] = s["per_seed_eval"]
+                per_seed_evals[name] = s["per_seed_eval"]
             if len(s["last_iterate_pairs"]) >= 2:
-                last_iterate_lines.append(last_iterate_line(impl_folder.name, s["last_iterate_pairs"]))
+                last_iterate_lines.append(last_iterate_line(name, s["last_iterate_pairs"]))
             per_seed = ", ".join(f"{value:.1f}" for value in s["per_seed_eval"])
             # A run stopped before its end (or still going) has no final evaluation, only training episodes.
             evaluation = (
@@ -208,16 +222,13 @@ def report(work, out, thresholds=None, window=None):
                 if s["per_seed_eval"]
                 else f"none (logs end at {s['last_step']:,} steps)"
             )
-            rows.append(
-                f"| {impl_folder.name} | {evaluation} | {s['last10']:.1f} "
-                f"| {s['sps']:.0f} | {s['seeds']} | {per_seed} |"
-            )
+            rows.append(f"| {name} | {evaluation} | {s['last10']:.1f} | {s['sps']:.0f} | {s['seeds']} | {per_seed} |")
             if window:
-                windows.append((impl_folder.name, seed_runs))
+                windows.append((name, seed_runs))
                 window_end = max(window_end, s["last_step"])
             if any("charts/episodic_return" in runs for runs in seed_runs):
                 grid, mean, std = curve(seed_runs)
-                (line,) = plt.plot(grid, mean, label=impl_folder.name)
+                (line,) = plt.plot(grid, mean, label=name)
                 plt.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
         plt.title(env_folder.name)
         plt.xlabel("env steps")

@@ -113,6 +113,25 @@ def test_report_lists_per_seed_evaluations_in_seed_order(tmp_path):
     assert "| 3 | 100.0, 200.0, 300.0 |" in markdown  # seed10 after seed2, not after seed1
 
 
+def test_report_names_a_row_as_labels_txt_says_and_sorts_by_that_name(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    for folder, evaluation in [("trpo_continuous", 100.0), ("trpo_continuous-logstd-1", 200.0), ("zeta", 300.0)]:
+        writer = SummaryWriter(tmp_path / "work" / "Hopper-v5" / folder / "seed1" / "runs" / "run")
+        writer.add_scalar("charts/episodic_return", evaluation, 1000)
+        writer.add_scalar("eval/final_episodic_return", evaluation, 0)
+        writer.close()
+    labels = "# the defaults moved\ntrpo_continuous trpo_continuous-base\n\ntrpo_continuous-logstd-1 trpo_continuous  # now\n"
+    (tmp_path / "work" / "labels.txt").write_text(labels)
+    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
+    rows = [line.split(" | ")[:2] for line in markdown.splitlines() if line.startswith("| ") and "eval" not in line]
+    assert rows == [
+        ["| trpo_continuous", "200.0 +- 0.0"],
+        ["| trpo_continuous-base", "100.0 +- 0.0"],
+        ["| zeta", "300.0 +- 0.0"],
+    ]
+
+
 def test_report_keeps_only_the_last_final_evaluation_of_a_run_resumed_after_it_finished(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
