@@ -286,12 +286,14 @@ def test_trpo_continuous_policy_starts_at_log_std_init(tmp_path, monkeypatch):
 def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(tmp_path, monkeypatch):
     # A target above the starting entropy (0.92 nats at std 0.61, Pendulum has one action dimension):
     # the bonus climbs to its cap, the entropy rises to the target and the bonus falls back. Without a
-    # target the bonus stays 0 and the entropy falls.
+    # target the bonus stays 0 and the entropy falls. It starts from std 0.61: from the default 0.37,
+    # whether the entropy falls within so short a run depends on float rounding (the thread count).
     scalars = {}
     for target in ("1.5", "None"):
         (tmp_path / target).mkdir()
         monkeypatch.chdir(tmp_path / target)
         flags = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
+        flags += ["--log-std-init", "-0.5"]
         assert run_main(trpo_continuous, *flags, "--target-entropy", target, "--ent-coef-rate", "5") == 0
         scalars[target] = read_scalars(tmp_path / target)
     entropy, bonus = scalars["1.5"]["losses/entropy"][1], scalars["1.5"]["trpo/ent_coef"][1]
