@@ -92,9 +92,9 @@ class Args:
     ent_coef: float = 0.0
     """coefficient of the entropy bonus in the surrogate objective: constant without target_entropy, else its start"""
     # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
-    # the std, and a seed whose noise runs out early stops exploring. With the smaller starting noise
-    # below, the floor at 0 lifts HalfCheetah and Hopper over seeds 1-20 and lowers Walker2d
-    # (benchmarks/RESULTS.md).
+    # the std, and a seed whose noise runs out early stops exploring. The floor at 0 together with the
+    # smaller starting noise below lifts HalfCheetah and Hopper over seeds 1-20 against neither, and
+    # lowers Walker2d (benchmarks/RESULTS.md).
     target_entropy: float | None = 0.0
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
     ent_coef_rate: float = 0.5
