@@ -106,6 +106,8 @@ class Args:
     # loses by it, and as much at -0.75 (benchmarks/RESULTS.md).
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
+    critic_width: int = 64
+    """the width of each of the value network's two hidden layers"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
     # Off by default: the decay lowered Hopper's and Walker2d's means (benchmarks/RESULTS.md).
@@ -190,14 +192,14 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    def __init__(self, obs_dim):
+    def __init__(self, obs_dim, width=64):
         super().__init__()
         self.net = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
+            layer_init(nn.Linear(obs_dim, width)),
             nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
+            layer_init(nn.Linear(width, width)),
             nn.Tanh(),
-            layer_init(nn.Linear(64, 1), std=1.0),
+            layer_init(nn.Linear(width, 1), std=1.0),
         )
 
     def forward(self, obs):
@@ -555,6 +557,7 @@ def check_args(args):
         (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
         (0 < args.min_ent_coef <= 0.1, "min_ent_coef must be in (0, 0.1]"),
         (-inf < args.log_std_init < inf, "log_std_init must be finite"),
+        (args.critic_width >= 1, "critic_width must be at least 1"),
         (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
         (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
         (
@@ -639,7 +642,7 @@ def main(args):
     actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init).to(device)
     # The policy that is evaluated and saved: the actor itself, or an average of its iterates.
     evaluated_actor = copy.deepcopy(actor) if args.policy_ema_decay > 0 else actor
-    critic = Critic(np.prod(obs_shape)).to(device)
+    critic = Critic(np.prod(obs_shape), args.critic_width).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
     # Reward scaling divides by the std of the discounted return, not of the reward itself.

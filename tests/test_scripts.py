@@ -127,6 +127,7 @@ BAD_INPUTS = [
     ("trpo_discrete.py", ["--gamma", "1.5"], "gamma"),
     ("ppo_continuous.py", ["--gae-lambda", "-1"], "gae_lambda"),
     ("trpo_continuous.py", ["--vf-minibatches", "0"], "vf_minibatches"),
+    ("trpo_continuous.py", ["--critic-width", "0"], "critic_width"),
     ("trpo_discrete.py", ["--backtrack-coeff", "1"], "backtrack_coeff"),
     ("ppo_continuous.py", ["--learning-rate", "nan"], "learning_rate"),
     ("ppo_continuous.py", ["--clip-coef", "0"], "clip_coef"),
@@ -341,6 +342,20 @@ def test_trpo_continuous_policy_average_is_evaluated_and_saved_and_leaves_traini
     assert list(scalars_ema["eval/last_iterate_final_episodic_return"][1]) == pytest.approx(returns_last)
     assert list(scalars_ema["eval/final_episodic_return"][1]) == pytest.approx(returns_ema)
     assert "eval/last_iterate_final_episodic_return" not in scalars_last
+
+
+def test_trpo_continuous_critic_has_the_width_asked_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_main(trpo_continuous, "--env-id", "Pendulum-v1", *TINY, "--critic-width", "32", "--save-model") == 0
+    (model_path,) = glob.glob(str(tmp_path / "runs" / "*" / "*.model"))
+    checkpoint = torch.load(model_path)
+    # Pendulum's 3 observation dimensions -> 32 -> 32 -> 1; the actor keeps its 64 units.
+    assert [tuple(w.shape) for k, w in checkpoint["critic"].items() if k.endswith("weight")] == [
+        (32, 3),
+        (32, 32),
+        (1, 32),
+    ]
+    assert tuple(checkpoint["actor"]["mean.0.weight"].shape) == (64, 3)
 
 
 def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed(tmp_path, monkeypatch):
