@@ -59,8 +59,17 @@ def read_labels(work):
     path = work / "labels.txt"
     if not path.exists():
         return {}
-    lines = (line.partition("#")[0].split() for line in path.read_text().splitlines())
-    return {words[0]: words[1] for words in lines if words}
+    labels = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        words = line.partition("#")[0].split()
+        if not words:
+            continue
+        if len(words) != 2:
+            raise SystemExit(f"report.py: error: {path}:{number}: expected `FOLDER NAME`, got {line.strip()!r}")
+        if words[0] in labels:
+            raise SystemExit(f"report.py: error: {path}:{number}: {words[0]} is already named {labels[words[0]]}")
+        labels[words[0]] = words[1]
+    return labels
 
 
 def summarize(seed_runs):
@@ -196,6 +205,12 @@ def report(work, out, thresholds=None, window=None):
     tables = []
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
         named_folders = sorted((labels.get(p.name, p.name), p) for p in env_folder.iterdir() if p.is_dir())
+        # Two folders under one row would mix their seeds; the later one's would replace the other's
+        # in the comparisons.
+        names = [name for name, _ in named_folders]
+        shared = sorted({name for name in names if names.count(name) > 1})
+        if shared:
+            raise SystemExit(f"report.py: error: two folders of {env_folder.name} are both named {shared[0]}")
         # The legend sits beside the axes, one line per folder: the figure grows with their number.
         figure = plt.figure(figsize=(11, max(4.0, 0.25 * len(named_folders) + 1)))
         rows, per_seed_evals, last_iterate_lines = [], {}, []

@@ -132,6 +132,27 @@ def test_report_names_a_row_as_labels_txt_says_and_sorts_by_that_name(tmp_path):
     ]
 
 
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        ("trpo_continuous\n", r"labels.txt:1: expected `FOLDER NAME`, got 'trpo_continuous'"),
+        ("# a comment\na b c\n", r"labels.txt:2: expected `FOLDER NAME`, got 'a b c'"),
+        ("a b\na c\n", r"labels.txt:2: a is already named b"),
+        ("trpo_continuous zeta\n", r"two folders of Hopper-v5 are both named zeta"),
+    ],
+)
+def test_report_refuses_labels_txt_that_is_malformed_or_merges_two_folders(tmp_path, labels, message):
+    from torch.utils.tensorboard import SummaryWriter
+
+    for folder in ["trpo_continuous", "zeta"]:
+        writer = SummaryWriter(tmp_path / "work" / "Hopper-v5" / folder / "seed1" / "runs" / "run")
+        writer.add_scalar("eval/final_episodic_return", 100.0, 0)
+        writer.close()
+    (tmp_path / "work" / "labels.txt").write_text(labels)
+    with pytest.raises(SystemExit, match=message):
+        report_module.report(tmp_path / "work", tmp_path / "out")
+
+
 def test_report_keeps_only_the_last_final_evaluation_of_a_run_resumed_after_it_finished(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
