@@ -106,8 +106,9 @@ class Args:
     # loses by it, and as much at -0.75 (benchmarks/RESULTS.md).
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
-    # 256 raised all three envs' means over seeds 1-10 (HalfCheetah's 1-9), none significantly, and its
-    # wall-clock is unmeasured (benchmarks/RESULTS.md), so the critic keeps the actor's width.
+    # 256 raised HalfCheetah's and Walker2d's means on seeds 1-10 and 11-20 and lowered Hopper's on 11-20,
+    # none significantly, and its wall-clock is unmeasured (benchmarks/RESULTS.md), so the critic keeps
+    # the actor's width.
     critic_width: int = 64
     """the width of each of the value network's two hidden layers"""
     vf_lr: float = 1e-3
