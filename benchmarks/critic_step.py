@@ -60,7 +60,7 @@ def numpy_epoch(params, adam_moments, step_count, obs, returns):
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    critic = trpo_continuous.Critic(OBS_DIM)
+    critic = trpo_continuous.Critic(OBS_DIM, 64)
     optimizer = torch.optim.Adam(critic.parameters(), lr=LR, fused=True)
     obs, returns = torch.randn(BATCH, OBS_DIM), torch.randn(BATCH)
     params = [p.detach().numpy().copy() for p in critic.parameters()]

@@ -38,6 +38,9 @@ def main():
         default=1,
         help="sb3-contrib's: the whole policy step uses every k-th sample (ours sub-sample only the Fisher products)",
     )
+    trpo.add_argument(
+        "--critic-width", type=int, default=64, help="units in each of the MLP critic's two hidden layers"
+    )
     ppo = parser.add_argument_group("ppo (our ppo_continuous.py flags)")
     ppo.add_argument("--update-epochs", type=int, default=10)
     ppo.add_argument("--num-minibatches", type=int, default=32)
@@ -48,9 +51,10 @@ def main():
         # The Nature CNN (stable-baselines3's default for images), with its own copy for the critic.
         policy, policy_kwargs = "CnnPolicy", {"share_features_extractor": False}
     else:
-        # Separate 64-64 tanh actor and critic, as in our scripts.
+        # Separate tanh actor (64-64) and critic, as in our scripts.
         policy = "MlpPolicy"
-        policy_kwargs = {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh}
+        critic_layers = [args.critic_width, args.critic_width]
+        policy_kwargs = {"net_arch": {"pi": [64, 64], "vf": critic_layers}, "activation_fn": torch.nn.Tanh}
     if args.normalize:
         env = VecNormalize(env, gamma=0.99)
     batch_size = args.num_envs * args.num_steps

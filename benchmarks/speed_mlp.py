@@ -30,7 +30,7 @@ CASES = {
     "trpo HalfCheetah-v5": (
         "trpo_continuous.py",
         "HalfCheetah-v5",
-        {**TRPO_SIZES, "vf-epochs": 20, "vf-minibatches": 16},
+        {**TRPO_SIZES, "vf-epochs": 20, "vf-minibatches": 16, "critic-width": 64},
         "trpo",
         ["--normalize"],
     ),

@@ -281,7 +281,7 @@ def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
 
 
 def test_lbfgs_critic_fits_a_smooth_target_and_undoes_a_nonfinite_fit():
-    critic = trpo_continuous.Critic(3)
+    critic = trpo_continuous.Critic(3, 64)
     obs = torch.randn(512, 3)
     returns = 2 * torch.sin(obs).sum(-1)
     with torch.no_grad():
