@@ -377,6 +377,26 @@ def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed
     assert value_loss_annealed[-1] != value_loss_constant[-1]
 
 
+def test_trpo_continuous_trust_region_shrinks_linearly_only_when_annealed(tmp_path, monkeypatch):
+    scalars = {}
+    for flags in ([], ["--anneal-max-kl"]):
+        folder = tmp_path / ("annealed" if flags else "constant")
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        tiny = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
+        assert run_main(trpo_continuous, *tiny, "--eval-episodes", "1", *flags) == 0
+        scalars[folder.name] = read_scalars(folder)
+    # Four updates: max_kl = 0.04 for the first, then down by a quarter of it per update.
+    assert list(scalars["annealed"]["trpo/max_kl"][1]) == pytest.approx([0.04, 0.03, 0.02, 0.01])
+    assert list(scalars["constant"]["trpo/max_kl"][1]) == pytest.approx([0.04] * 4)
+    # Every accepted step stays inside its own update's radius (a radius only logged, not used,
+    # would let the later steps reach 0.04); the first update is the same in both runs.
+    annealed_kl = np.array(scalars["annealed"]["trpo/kl"][1])
+    assert np.isfinite(annealed_kl).all()
+    assert (annealed_kl <= np.array([0.04, 0.03, 0.02, 0.01]) + 1e-6).all()
+    assert scalars["annealed"]["trpo/kl"][1][0] == scalars["constant"]["trpo/kl"][1][0]
+
+
 def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     # rl-zoo's Pendulum gamma (0.9) and learning rate (1e-3), in 4 minibatches of 512 rather than 32
