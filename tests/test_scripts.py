@@ -358,15 +358,22 @@ def test_trpo_continuous_critic_has_the_width_asked_for(tmp_path, monkeypatch):
     assert tuple(checkpoint["actor"]["mean.0.weight"].shape) == (64, 3)
 
 
-def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed(tmp_path, monkeypatch):
+def scalars_of_four_updates_with_and_without(flag, tmp_path, monkeypatch):
+    """trpo_continuous on Pendulum for four updates of 128 samples, without and with flag: the logged
+    scalars of each run, under "constant" and "annealed"."""
     scalars = {}
-    for flags in ([], ["--anneal-vf-lr"]):
+    for flags in ([], [flag]):
         folder = tmp_path / ("annealed" if flags else "constant")
         folder.mkdir()
         monkeypatch.chdir(folder)
         tiny = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
         assert run_main(trpo_continuous, *tiny, "--eval-episodes", "1", *flags) == 0
         scalars[folder.name] = read_scalars(folder)
+    return scalars
+
+
+def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed(tmp_path, monkeypatch):
+    scalars = scalars_of_four_updates_with_and_without("--anneal-vf-lr", tmp_path, monkeypatch)
     # Four updates: 1e-3 for the first, then down by a quarter of it per update.
     assert list(scalars["annealed"]["losses/vf_lr"][1]) == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
     assert list(scalars["constant"]["losses/vf_lr"][1]) == pytest.approx([1e-3] * 4)
@@ -378,14 +385,7 @@ def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed
 
 
 def test_trpo_continuous_trust_region_shrinks_linearly_only_when_annealed(tmp_path, monkeypatch):
-    scalars = {}
-    for flags in ([], ["--anneal-max-kl"]):
-        folder = tmp_path / ("annealed" if flags else "constant")
-        folder.mkdir()
-        monkeypatch.chdir(folder)
-        tiny = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
-        assert run_main(trpo_continuous, *tiny, "--eval-episodes", "1", *flags) == 0
-        scalars[folder.name] = read_scalars(folder)
+    scalars = scalars_of_four_updates_with_and_without("--anneal-max-kl", tmp_path, monkeypatch)
     # Four updates: max_kl = 0.04 for the first, then down by a quarter of it per update.
     assert list(scalars["annealed"]["trpo/max_kl"][1]) == pytest.approx([0.04, 0.03, 0.02, 0.01])
     assert list(scalars["constant"]["trpo/max_kl"][1]) == pytest.approx([0.04] * 4)
