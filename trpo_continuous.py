@@ -79,8 +79,8 @@ class Args:
     """if toggled, normalize the advantages over the batch"""
     max_kl: float = 0.04
     """the trust region radius: the largest mean KL(old || new) a step may reach"""
-    # Off by default: it lifts some of Hopper's good seeds above any of the defaults' but leaves a slow
-    # starter stuck, and two of eight Walker2d seeds fall in most evaluation episodes (benchmarks/RESULTS.md).
+    # Off by default: it lifts three of Hopper's seeds 1-10 above the defaults' best on them but leaves one
+    # stuck, and two of eight Walker2d seeds fall early in most evaluation episodes (benchmarks/RESULTS.md).
     anneal_max_kl: bool = False
     """if toggled, the trust region radius shrinks linearly from max_kl towards 0 over training"""
     cg_iters: int = 10
