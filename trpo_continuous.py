@@ -742,7 +742,9 @@ def main(args):
         objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
         kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
 
-        max_kl = args.max_kl * (1 - (iteration - 1) / args.num_iterations) if args.anneal_max_kl else args.max_kl
+        # The share of training still ahead (1 at the first update), by which the annealed schedules scale.
+        remaining = 1 - (iteration - 1) / args.num_iterations
+        max_kl = args.max_kl * remaining if args.anneal_max_kl else args.max_kl
         fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
         fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
         diagnostics = trpo_step(
@@ -766,7 +768,7 @@ def main(args):
             value_loss, skipped_value_steps = fit_critic_lbfgs(critic, b_obs, b_returns, args.vf_lbfgs_iters)
         else:
             if args.anneal_vf_lr:
-                critic_optimizer.param_groups[0]["lr"] = args.vf_lr * (1 - (iteration - 1) / args.num_iterations)
+                critic_optimizer.param_groups[0]["lr"] = args.vf_lr * remaining
             value_loss, skipped_value_steps = fit_critic(
                 critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
             )
