@@ -359,10 +359,10 @@ def test_trpo_continuous_critic_has_the_width_asked_for(tmp_path, monkeypatch):
 
 
 def scalars_of_four_updates_with_and_without(flag, tmp_path, monkeypatch):
-    """trpo_continuous on Pendulum for four updates of 128 samples, without and with flag: the logged
-    scalars of each run, under "constant" and "annealed"."""
+    """trpo_continuous on Pendulum for four updates of 128 samples, without and with flag (a list of
+    arguments): the logged scalars of each run, under "constant" and "annealed"."""
     scalars = {}
-    for flags in ([], [flag]):
+    for flags in ([], flag):
         folder = tmp_path / ("annealed" if flags else "constant")
         folder.mkdir()
         monkeypatch.chdir(folder)
@@ -373,7 +373,7 @@ def scalars_of_four_updates_with_and_without(flag, tmp_path, monkeypatch):
 
 
 def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed(tmp_path, monkeypatch):
-    scalars = scalars_of_four_updates_with_and_without("--anneal-vf-lr", tmp_path, monkeypatch)
+    scalars = scalars_of_four_updates_with_and_without(["--anneal-vf-lr"], tmp_path, monkeypatch)
     # Four updates: 1e-3 for the first, then down by a quarter of it per update.
     assert list(scalars["annealed"]["losses/vf_lr"][1]) == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
     assert list(scalars["constant"]["losses/vf_lr"][1]) == pytest.approx([1e-3] * 4)
@@ -385,15 +385,16 @@ def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed
 
 
 def test_trpo_continuous_trust_region_shrinks_linearly_only_when_annealed(tmp_path, monkeypatch):
-    scalars = scalars_of_four_updates_with_and_without("--anneal-max-kl", tmp_path, monkeypatch)
-    # Four updates: max_kl = 0.04 for the first, then down by a quarter of it per update.
-    assert list(scalars["annealed"]["trpo/max_kl"][1]) == pytest.approx([0.04, 0.03, 0.02, 0.01])
+    scalars = scalars_of_four_updates_with_and_without(["--final-max-kl", "0.02"], tmp_path, monkeypatch)
+    # Four updates: max_kl = 0.04 for the first, then down by a quarter of the way to 0.02 per update.
+    radii = [0.04, 0.035, 0.03, 0.025]
+    assert list(scalars["annealed"]["trpo/max_kl"][1]) == pytest.approx(radii)
     assert list(scalars["constant"]["trpo/max_kl"][1]) == pytest.approx([0.04] * 4)
     # Every accepted step stays inside its own update's radius (a radius only logged, not used,
     # would let the later steps reach 0.04); the first update is the same in both runs.
     annealed_kl = np.array(scalars["annealed"]["trpo/kl"][1])
     assert np.isfinite(annealed_kl).all()
-    assert (annealed_kl <= np.array([0.04, 0.03, 0.02, 0.01]) + 1e-6).all()
+    assert (annealed_kl <= np.array(radii) + 1e-6).all()
     assert scalars["annealed"]["trpo/kl"][1][0] == scalars["constant"]["trpo/kl"][1][0]
 
 
