@@ -287,8 +287,8 @@ def test_trpo_continuous_policy_starts_at_log_std_init(tmp_path, monkeypatch):
 def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(tmp_path, monkeypatch):
     # A target above the starting entropy (0.92 nats at std 0.61, Pendulum has one action dimension):
     # the bonus climbs to its cap, the entropy rises to the target and the bonus falls back. Without a
-    # target the bonus stays 0 and the entropy falls. It starts from std 0.61: from the default 0.37,
-    # whether the entropy falls within so short a run depends on float rounding (the thread count).
+    # target the bonus stays 0 and the entropy stays far below 1.5. Whether it rises or falls a little
+    # within so short a run depends on float rounding (the thread count), so that is not asserted.
     scalars = {}
     for target in ("1.5", "None"):
         (tmp_path / target).mkdir()
@@ -301,7 +301,7 @@ def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(t
     assert bonus.max() == pytest.approx(0.1) and bonus[-1] < 0.05
     assert entropy[-1] > 1.4 > entropy[0]
     entropy, bonus = scalars["None"]["losses/entropy"][1], scalars["None"]["trpo/ent_coef"][1]
-    assert (bonus == 0).all() and entropy[-1] < entropy[0]
+    assert (bonus == 0).all() and entropy.max() < 1.2
 
 
 def test_trpo_continuous_policy_average_is_evaluated_and_saved_and_leaves_training_unchanged(tmp_path, monkeypatch):
