@@ -80,9 +80,8 @@ class Args:
     max_kl: float = 0.04
     """the trust region radius: the largest mean KL(old || new) a step may reach"""
     # Off by default. Shrinking to 0 leaves a slow Hopper seed stuck and two of eight Walker2d seeds
-    # falling early in most evaluation episodes. Shrinking to 0.01 raises Walker2d's mean over seeds
-    # 1-10 by 442 and leaves Hopper's unchanged; the defaults are chosen on seeds 1-20, and it has been
-    # run on seeds 1-10 only (benchmarks/RESULTS.md).
+    # falling early in most evaluation episodes. Shrinking to 0.01 raises Walker2d's and Hopper's means
+    # over seeds 1-20 and lowers HalfCheetah's (benchmarks/RESULTS.md).
     final_max_kl: float | None = None
     """if set, the trust region radius shrinks linearly from max_kl to this over training"""
     cg_iters: int = 10
