@@ -115,6 +115,7 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--num-envs", "0"], "num_envs"),
     ("trpo_discrete.py", ["--max-kl", "0"], "max_kl"),
     ("trpo_continuous.py", ["--max-kl", "-0.01"], "max_kl"),
+    ("trpo_continuous.py", ["--max-kl", "0.005"], "final_max_kl (0.01) must be in [0, max_kl] (0.005)"),
     ("trpo_discrete.py", ["--fvp-subsample", "0"], "fvp_subsample"),
     ("trpo_continuous.py", ["--fvp-subsample", "1.5"], "fvp_subsample"),
     ("ppo_continuous.py", ["--env-id", "CartPole-v1"], "Box"),
@@ -358,22 +359,22 @@ def test_trpo_continuous_critic_has_the_width_asked_for(tmp_path, monkeypatch):
     assert tuple(checkpoint["actor"]["mean.0.weight"].shape) == (64, 3)
 
 
-def scalars_of_four_updates_with_and_without(flag, tmp_path, monkeypatch):
-    """trpo_continuous on Pendulum for four updates of 128 samples, without and with flag (a list of
-    arguments): the logged scalars of each run, under "constant" and "annealed"."""
+def scalars_of_four_updates(flags_by_run, tmp_path, monkeypatch):
+    """trpo_continuous on Pendulum for four updates of 128 samples, once per entry of flags_by_run (run
+    name: list of arguments): the logged scalars of each run, by name."""
     scalars = {}
-    for flags in ([], flag):
-        folder = tmp_path / ("annealed" if flags else "constant")
+    for name, flags in flags_by_run.items():
+        folder = tmp_path / name
         folder.mkdir()
         monkeypatch.chdir(folder)
         tiny = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
         assert run_main(trpo_continuous, *tiny, "--eval-episodes", "1", *flags) == 0
-        scalars[folder.name] = read_scalars(folder)
+        scalars[name] = read_scalars(folder)
     return scalars
 
 
 def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed(tmp_path, monkeypatch):
-    scalars = scalars_of_four_updates_with_and_without(["--anneal-vf-lr"], tmp_path, monkeypatch)
+    scalars = scalars_of_four_updates({"constant": [], "annealed": ["--anneal-vf-lr"]}, tmp_path, monkeypatch)
     # Four updates: 1e-3 for the first, then down by a quarter of it per update.
     assert list(scalars["annealed"]["losses/vf_lr"][1]) == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
     assert list(scalars["constant"]["losses/vf_lr"][1]) == pytest.approx([1e-3] * 4)
@@ -384,18 +385,20 @@ def test_trpo_continuous_critic_learning_rate_decays_linearly_only_when_annealed
     assert value_loss_annealed[-1] != value_loss_constant[-1]
 
 
-def test_trpo_continuous_trust_region_shrinks_linearly_only_when_annealed(tmp_path, monkeypatch):
-    scalars = scalars_of_four_updates_with_and_without(["--final-max-kl", "0.02"], tmp_path, monkeypatch)
-    # Four updates: max_kl = 0.04 for the first, then down by a quarter of the way to 0.02 per update.
-    radii = [0.04, 0.035, 0.03, 0.025]
-    assert list(scalars["annealed"]["trpo/max_kl"][1]) == pytest.approx(radii)
-    assert list(scalars["constant"]["trpo/max_kl"][1]) == pytest.approx([0.04] * 4)
-    # Every accepted step stays inside its own update's radius (a radius only logged, not used,
-    # would let the later steps reach 0.04); the first update is the same in both runs.
-    annealed_kl = np.array(scalars["annealed"]["trpo/kl"][1])
-    assert np.isfinite(annealed_kl).all()
-    assert (annealed_kl <= np.array(radii) + 1e-6).all()
-    assert scalars["annealed"]["trpo/kl"][1][0] == scalars["constant"]["trpo/kl"][1][0]
+def test_trpo_continuous_trust_region_shrinks_linearly_to_final_max_kl_by_default(tmp_path, monkeypatch):
+    runs = {"constant": ["--final-max-kl", "None"], "default": [], "to0.02": ["--final-max-kl", "0.02"]}
+    scalars = scalars_of_four_updates(runs, tmp_path, monkeypatch)
+    # Four updates: max_kl = 0.04 for the first, then down by a quarter of the way to final_max_kl
+    # (0.01 by default) per update.
+    radii = {"constant": [0.04] * 4, "default": [0.04, 0.0325, 0.025, 0.0175], "to0.02": [0.04, 0.035, 0.03, 0.025]}
+    for name, run_radii in radii.items():
+        assert list(scalars[name]["trpo/max_kl"][1]) == pytest.approx(run_radii)
+        # Every accepted step stays inside its own update's radius (a radius only logged, not used,
+        # would let the later steps reach 0.04); the first update is the same in every run.
+        kl = np.array(scalars[name]["trpo/kl"][1])
+        assert np.isfinite(kl).all()
+        assert (kl <= np.array(run_radii) + 1e-6).all()
+        assert kl[0] == scalars["constant"]["trpo/kl"][1][0]
 
 
 def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
