@@ -269,15 +269,18 @@ def test_gaussian_trpo_step_with_zero_advantages_follows_the_entropy_bonus():
 
 
 def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
-    args = trpo_continuous.Args(target_entropy=0.0, ent_coef_rate=0.5, min_ent_coef=1e-4)
-    assert trpo_continuous.adapt_entropy_coef(0.01, -0.2, args) == pytest.approx(0.01 * np.exp(0.1))
-    assert trpo_continuous.adapt_entropy_coef(0.01, 0.2, args) == pytest.approx(0.01 * np.exp(-0.1))
-    assert trpo_continuous.adapt_entropy_coef(0.09, -5.0, args) == 0.1
+    args = trpo_continuous.Args(ent_coef_rate=0.5, min_ent_coef=1e-4)
+    adapt = partial(trpo_continuous.adapt_entropy_coef, target_entropy=0.0, args=args)
+    assert adapt(0.01, -0.2) == pytest.approx(0.01 * np.exp(0.1))
+    assert adapt(0.01, 0.2) == pytest.approx(0.01 * np.exp(-0.1))
+    assert adapt(0.09, -5.0) == 0.1
     # A bonus that starts at 0 starts at the floor, from where a multiplicative step can grow it.
-    assert trpo_continuous.adapt_entropy_coef(0.0, 1.0, args) == 1e-4
-    assert trpo_continuous.adapt_entropy_coef(1e-4, -1.0, args) > 1e-4
-    args.target_entropy, args.ent_coef = None, 0.003
-    assert trpo_continuous.adapt_entropy_coef(0.05, -5.0, args) == 0.003
+    assert adapt(0.0, 1.0) == 1e-4
+    assert adapt(1e-4, -1.0) > 1e-4
+    # The gap is measured from the target it is given: at -1 an entropy of -0.8 is above it.
+    assert trpo_continuous.adapt_entropy_coef(0.01, -0.8, -1.0, args) == pytest.approx(0.01 * np.exp(-0.1))
+    args.ent_coef = 0.003
+    assert trpo_continuous.adapt_entropy_coef(0.05, -5.0, None, args) == 0.003
 
 
 def test_lbfgs_critic_fits_a_smooth_target_and_undoes_a_nonfinite_fit():

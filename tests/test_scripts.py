@@ -136,6 +136,8 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--eval-episodes", "0"], "eval_episodes"),
     ("trpo_continuous.py", ["--log-std-init", "nan"], "log_std_init"),
     ("trpo_continuous.py", ["--target-entropy", "inf"], "target_entropy"),
+    ("trpo_continuous.py", ["--target-entropy", "None", "--final-target-entropy", "-1"], "needs a target_entropy"),
+    ("trpo_continuous.py", ["--final-target-entropy", "-inf"], "final_target_entropy must be finite"),
     ("trpo_continuous.py", ["--ent-coef-rate", "0"], "ent_coef_rate"),
     ("trpo_continuous.py", ["--min-ent-coef", "0"], "min_ent_coef"),
     ("trpo_continuous.py", ["--policy-ema-decay", "1"], "policy_ema_decay"),
@@ -399,6 +401,27 @@ def test_trpo_continuous_trust_region_shrinks_linearly_to_final_max_kl_by_defaul
         assert np.isfinite(kl).all()
         assert (kl <= np.array(run_radii) + 1e-6).all()
         assert kl[0] == scalars["constant"]["trpo/kl"][1][0]
+
+
+def test_trpo_continuous_entropy_target_moves_linearly_to_final_target_entropy(tmp_path, monkeypatch):
+    # Pendulum's policy starts at 0.42 nats (log std -1, one action dimension), below a target of 1,
+    # and keeps above 0.3 for four updates.
+    runs = {
+        "constant": ["--ent-coef", "0.01", "--target-entropy", "1"],
+        "to-1": ["--ent-coef", "0.01", "--target-entropy", "1", "--final-target-entropy", "-1"],
+        "no-target": ["--target-entropy", "None"],
+    }
+    scalars = scalars_of_four_updates(runs, tmp_path, monkeypatch)
+    assert list(scalars["constant"]["trpo/target_entropy"][1]) == pytest.approx([1.0] * 4)
+    assert list(scalars["to-1"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 0.5, 0.0, -0.5])
+    assert "trpo/target_entropy" not in scalars["no-target"]
+    # Below a constant target the bonus grows every update; a falling target grows it by less, then
+    # shrinks it once the target is under the entropy (the last two updates).
+    bonus = {name: np.array(scalars[name]["trpo/ent_coef"][1]) for name in runs}
+    assert (np.diff(bonus["constant"]) > 0).all()
+    assert bonus["to-1"][0] == bonus["constant"][0]
+    assert (bonus["to-1"][1:] < bonus["constant"][1:]).all()
+    assert bonus["to-1"][3] < bonus["to-1"][2] < bonus["to-1"][1]
 
 
 def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
