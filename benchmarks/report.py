@@ -11,6 +11,9 @@ std), written to the output folder; the tables are also printed.
     python benchmarks/report.py --work benchmarks/results/logs --thresholds HalfCheetah-v5=4000
     python benchmarks/report.py --work benchmarks/results/atari-learning/logs --window 100000
 
+With --plot ENV=NAME,NAME,... the PNG of ENV draws only those rows' curves, for envs with more rows
+than one axes can show apart; the tables keep every row.
+
 With --window N each page also gets, per implementation, the mean training-episode return and the
 mean policy entropy (losses/entropy) in each window [k N, (k + 1) N) of env steps, mean over seeds.
 
@@ -145,11 +148,13 @@ def permutation_p_value(a, b, permutations=100_000, seed=0):
     relabellings of the pooled values whose difference of means is at least the observed one.
 
     It assumes no shape of distribution, which matters for per-seed results that split into a
-    good and a poor mode. The relabellings are seeded, so the report is reproducible."""
-    pooled = np.concatenate([a, b])
+    good and a poor mode. The relabellings are seeded and drawn over the sorted pooled values, so the
+    p-value depends only on the two samples: not on their order, nor on the names of their rows."""
+    pooled = np.sort(np.concatenate([a, b]))
     observed = abs(np.mean(a) - np.mean(b))
     shuffled = pooled[np.argsort(np.random.default_rng(seed).random((permutations, len(pooled))), axis=1)]
-    differences = np.abs(shuffled[:, : len(a)].mean(1) - shuffled[:, len(a) :].mean(1))
+    smaller = min(len(a), len(b))
+    differences = np.abs(shuffled[:, :smaller].mean(1) - shuffled[:, smaller:].mean(1))
     return (np.sum(differences >= observed * (1 - 1e-9)) + 1) / (permutations + 1)
 
 
@@ -194,13 +199,15 @@ def comparison_lines(per_seed_evals, threshold=None):
     return lines
 
 
-def report(work, out, thresholds=None, window=None):
+def report(work, out, thresholds=None, window=None, plotted=None):
     """Write {env}.md and {env}.png for every env under work; return the markdown of all tables.
 
     thresholds maps an env id to the eval return whose reach is counted per implementation; with a
-    window (env steps), each page also gets the table of window_rows."""
+    window (env steps), each page also gets the table of window_rows; plotted maps an env id to the
+    row names whose curves its PNG draws (all of them for an env it does not name)."""
     out.mkdir(parents=True, exist_ok=True)
     thresholds = thresholds or {}
+    plotted = plotted or {}
     labels = read_labels(work)
     tables = []
     for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
@@ -211,8 +218,12 @@ def report(work, out, thresholds=None, window=None):
         shared = sorted({name for name in names if names.count(name) > 1})
         if shared:
             raise SystemExit(f"report.py: error: two folders of {env_folder.name} are both named {shared[0]}")
-        # The legend sits beside the axes, one line per folder: the figure grows with their number.
-        figure = plt.figure(figsize=(11, max(4.0, 0.25 * len(named_folders) + 1)))
+        unknown = sorted(set(plotted.get(env_folder.name, names)) - set(names))
+        if unknown:
+            raise SystemExit(f"report.py: error: --plot names {unknown[0]}, which is no row of {env_folder.name}")
+        curve_names = [name for name in names if name in plotted.get(env_folder.name, names)]
+        # The legend sits beside the axes, one line per curve: the figure grows with their number.
+        figure = plt.figure(figsize=(11, max(4.0, 0.25 * len(curve_names) + 1)))
         rows, per_seed_evals, last_iterate_lines = [], {}, []
         windows, window_end = [], 0
         # Twenty distinct colours, the ten dark ones first, solid and then dashed, so that up to forty
@@ -241,11 +252,15 @@ def report(work, out, thresholds=None, window=None):
             if window:
                 windows.append((name, seed_runs))
                 window_end = max(window_end, s["last_step"])
-            if any("charts/episodic_return" in runs for runs in seed_runs):
+            if name in curve_names and any("charts/episodic_return" in runs for runs in seed_runs):
                 grid, mean, std = curve(seed_runs)
                 (line,) = plt.plot(grid, mean, label=name)
                 plt.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
-        plt.title(env_folder.name)
+        plt.title(
+            env_folder.name
+            if len(curve_names) == len(names)
+            else f"{env_folder.name}: {len(curve_names)} rows of the table"
+        )
         plt.xlabel("env steps")
         plt.ylabel("episodic return")
         plt.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -257,10 +272,10 @@ def report(work, out, thresholds=None, window=None):
         if windows:
             # Windows up to the last logged step, rounded up to a whole window.
             end = -(-window_end // window) * window
-            labels = [f"{step_label(start)}-{step_label(start + window)}" for start in range(0, end, window)]
+            window_names = [f"{step_label(start)}-{step_label(start + window)}" for start in range(0, end, window)]
             window_table = [
-                "| implementation, per window of env steps | " + " | ".join(labels) + " |",
-                "|-|" + "-|" * len(labels),
+                "| implementation, per window of env steps | " + " | ".join(window_names) + " |",
+                "|-|" + "-|" * len(window_names),
                 *[row for name, seed_runs in windows for row in window_rows(name, seed_runs, window, end)],
                 "",
             ]
@@ -295,6 +310,13 @@ def main():
         help="count the seeds whose eval reaches RETURN on ENV, e.g. HalfCheetah-v5=4000",
     )
     parser.add_argument(
+        "--plot",
+        nargs="*",
+        default=[],
+        metavar="ENV=NAME,NAME",
+        help="draw only these rows' curves in ENV's plot (its table keeps every row)",
+    )
+    parser.add_argument(
         "--window",
         type=int,
         metavar="STEPS",
@@ -305,7 +327,11 @@ def main():
     for item in args.thresholds:
         env_id, _, value = item.partition("=")
         thresholds[env_id] = float(value)
-    print(report(args.work, args.out, thresholds, args.window))
+    plotted = {}
+    for item in args.plot:
+        env_id, _, names = item.partition("=")
+        plotted[env_id] = set(names.split(","))
+    print(report(args.work, args.out, thresholds, args.window, plotted))
 
 
 if __name__ == "__main__":

@@ -173,6 +173,27 @@ def test_report_keeps_only_the_last_final_evaluation_of_a_run_resumed_after_it_f
     assert "| trpo_atari | 25.0 +- 0.0 | 9.0 | 100 | 1 | 25.0 |" in markdown
 
 
+def test_report_plots_only_the_rows_it_is_given_and_keeps_every_row_in_the_table(tmp_path, monkeypatch):
+    from torch.utils.tensorboard import SummaryWriter
+
+    for folder in ["ours", "theirs", "variant"]:
+        writer = SummaryWriter(tmp_path / "work" / "Hopper-v5" / folder / "seed1" / "runs" / "run")
+        writer.add_scalar("charts/episodic_return", 100.0, 1000)
+        writer.add_scalar("eval/final_episodic_return", 100.0, 0)
+        writer.close()
+    drawn = []
+    plot = report_module.plt.plot
+    monkeypatch.setattr(report_module.plt, "plot", lambda *a, **kw: drawn.append(kw["label"]) or plot(*a, **kw))
+    markdown = report_module.report(tmp_path / "work", tmp_path / "all")
+    assert drawn == ["ours", "theirs", "variant"]
+    drawn.clear()
+    plotted = {"Hopper-v5": {"ours", "theirs"}, "Walker2d-v5": {"variant"}}
+    assert report_module.report(tmp_path / "work", tmp_path / "some", plotted=plotted) == markdown
+    assert drawn == ["ours", "theirs"]
+    with pytest.raises(SystemExit, match="--plot names ourz, which is no row of Hopper-v5"):
+        report_module.report(tmp_path / "work", tmp_path / "typo", plotted={"Hopper-v5": {"ours", "ourz"}})
+
+
 def test_permutation_p_value_is_the_exact_share_of_relabellings_for_small_samples():
     import itertools
 
@@ -188,6 +209,11 @@ def test_permutation_p_value_is_the_exact_share_of_relabellings_for_small_sample
     assert report_module.permutation_p_value(a, a.copy()) == 1.0
     # Fully separated samples of 4: only the observed split and its mirror are as extreme, 2 of 70.
     assert report_module.permutation_p_value(a + 1e4, b) == pytest.approx(2 / 70, abs=0.003)
+    # The p-value is a function of the two samples alone: renaming rows (which reorders the pair or
+    # the seeds) leaves it as it is, also for samples of different sizes.
+    c = np.array([2500.0, 4700.0, 3300.0, 3900.0, 1200.0, 3600.0])
+    assert report_module.permutation_p_value(b, a) == report_module.permutation_p_value(a, b)
+    assert report_module.permutation_p_value(c, a) == report_module.permutation_p_value(a[::-1], c[::-1])
 
 
 def test_paired_p_value_is_the_exact_share_of_sign_flips_and_the_report_pairs_an_average_with_its_last_iterate(
@@ -275,17 +301,20 @@ def test_report_window_table_averages_each_window_per_seed_then_over_seeds(tmp_p
     from torch.utils.tensorboard import SummaryWriter
 
     # Seed 1 has two games in the first window; seed 2 none in the second, which averages seed 1 only.
+    # Two envs under a labels.txt: the second env's rows are still named by it.
     games = {1: [(100, 1.0), (900, 3.0), (1500, 10.0)], 2: [(500, 6.0), (2500, 7.0)]}
-    for seed, seed_games in games.items():
-        writer = SummaryWriter(tmp_path / "work" / "PongNoFrameskip-v4" / "trpo_atari" / f"seed{seed}" / "runs" / "r")
-        for step, game_return in seed_games:
-            writer.add_scalar("charts/episodic_return", game_return, step)
-        writer.add_scalar("losses/entropy", 1.5 + seed, 1000)  # a step on a window's edge starts the next window
-        writer.close()
+    for env_id in ["BreakoutNoFrameskip-v4", "PongNoFrameskip-v4"]:
+        for seed, seed_games in games.items():
+            writer = SummaryWriter(tmp_path / "work" / env_id / "trpo_atari" / f"seed{seed}" / "runs" / "r")
+            for step, game_return in seed_games:
+                writer.add_scalar("charts/episodic_return", game_return, step)
+            writer.add_scalar("losses/entropy", 1.5 + seed, 1000)  # a step on a window's edge starts the next window
+            writer.close()
+    (tmp_path / "work" / "labels.txt").write_text("trpo_atari trpo_atari-defaults\n")
     markdown = report_module.report(tmp_path / "work", tmp_path / "out", window=1000)
-    assert "| implementation, per window of env steps | 0-1k | 1k-2k | 2k-3k |" in markdown
-    assert "| trpo_atari score | 4.00 | 10.00 | 7.00 |" in markdown  # (2 + 6) / 2, then 10, then 7
-    assert "| trpo_atari entropy |  | 3.00 |  |" in markdown
+    assert markdown.count("| implementation, per window of env steps | 0-1k | 1k-2k | 2k-3k |") == 2
+    assert markdown.count("| trpo_atari-defaults score | 4.00 | 10.00 | 7.00 |") == 2  # (2 + 6) / 2, then 10, then 7
+    assert markdown.count("| trpo_atari-defaults entropy |  | 3.00 |  |") == 2
     assert "per window" not in report_module.report(tmp_path / "work", tmp_path / "out2")
 
 
