@@ -323,6 +323,12 @@ def adapt_entropy_coef(ent_coef, entropy_per_dim, target_entropy, args):
     return min(max(ent_coef * math.exp(args.ent_coef_rate * gap), args.min_ent_coef), 0.1)
 
 
+def linear_schedule(start, final, remaining):
+    """start, moved linearly towards final as the share of training still ahead (remaining) falls from
+    1 to 0; start throughout when final is None."""
+    return start if final is None else final + (start - final) * remaining
+
+
 def mean_kl(actor, obs, old_mean, old_log_std):
     """Mean KL(pi_old || pi_theta) over the states; the old distribution is a constant."""
     old_dist = Normal(old_mean.detach(), old_log_std.detach().exp())
@@ -757,12 +763,10 @@ def main(args):
 
         # The share of training still ahead (1 at the first update), by which the annealed schedules scale.
         remaining = 1 - (iteration - 1) / args.num_iterations
-        max_kl = args.max_kl
-        if args.final_max_kl is not None:
-            max_kl = args.final_max_kl + (args.max_kl - args.final_max_kl) * remaining
+        max_kl = linear_schedule(args.max_kl, args.final_max_kl, remaining)
         target_entropy = args.target_entropy
-        if target_entropy is not None and args.final_target_entropy is not None:
-            target_entropy = args.final_target_entropy + (target_entropy - args.final_target_entropy) * remaining
+        if target_entropy is not None:
+            target_entropy = linear_schedule(target_entropy, args.final_target_entropy, remaining)
 
         ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, target_entropy, args)
         objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
