@@ -105,8 +105,8 @@ class Args:
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
     # Off by default: a floor falling to -1, which trains the last updates with about the noise-free
     # policy the evaluation runs, lowered Hopper's mean over six seeds; one falling from 0.25 to 0
-    # raised it over 10 seeds to 3186.1, against 3110.9, and has not run on the other envs
-    # (benchmarks/RESULTS.md).
+    # lowered Hopper's mean over seeds 1-20 (3067.8 against 3190.8) and Walker2d's over seeds 1-10
+    # (4513.5 against 4964.5) (benchmarks/RESULTS.md).
     final_target_entropy: float | None = None
     """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training"""
     ent_coef_rate: float = 0.5
