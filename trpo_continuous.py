@@ -108,7 +108,7 @@ class Args:
     # Off by default: a floor falling to -1, which trains the last updates with about the noise-free
     # policy the evaluation runs, lowered Hopper's mean over six seeds; one falling from 0.25 to 0
     # lowered Hopper's mean over seeds 1-20 (3067.8 against 3190.8) and Walker2d's over seeds 1-10
-    # (4513.5 against 4964.5) (benchmarks/RESULTS.md).
+    # (4513.5 against 4964.5); see benchmarks/RESULTS.md.
     final_target_entropy: float | None = None
     """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training"""
     ent_coef_rate: float = 0.5
