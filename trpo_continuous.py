@@ -78,7 +78,8 @@ class Args:
     """the GAE lambda"""
     norm_adv: bool = True
     """if toggled, normalize the advantages over the batch"""
-    # Starting at 0.02 instead lowered Walker2d's mean over six seeds and left Hopper's below 3400
+    # Starting at 0.02 instead left Hopper's mean below 3400 (3169.1 over seeds 1-10); its Walker2d
+    # mean over six seeds is below the defaults' on one machine and above them on another
     # (benchmarks/RESULTS.md).
     max_kl: float = 0.04
     """the trust region radius: the largest mean KL(old || new) a step may reach"""
@@ -107,8 +108,8 @@ class Args:
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
     # Off by default: a floor falling to -1, which trains the last updates with about the noise-free
     # policy the evaluation runs, lowered Hopper's mean over six seeds; one falling from 0.25 to 0
-    # lowered Hopper's mean over seeds 1-20 (3067.8 against 3190.8) and Walker2d's over seeds 1-10
-    # (4513.5 against 4964.5); see benchmarks/RESULTS.md.
+    # lowered Hopper's mean over seeds 1-20 (3067.8 against 3190.8), and its Walker2d mean over seeds
+    # 1-10 is below the defaults' on one machine and above them on another (benchmarks/RESULTS.md).
     final_target_entropy: float | None = None
     """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training"""
     ent_coef_rate: float = 0.5
@@ -120,6 +121,14 @@ class Args:
     # loses by it, and as much at -0.75 (benchmarks/RESULTS.md).
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
+    # 128 gave Hopper 3206.4 over seeds 1-5, short of its target of 3400 (benchmarks/RESULTS.md).
+    actor_width: int = 64
+    """the width of each of the policy network's two hidden layers"""
+    # Off by default: against the defaults on the same machine it lifts Hopper's mean over seeds 1-10
+    # (3331.1 against 3190.2, every seed between 3215 and 3531) and lowers Walker2d's (3632.5 against
+    # 3675.5) and HalfCheetah's (6579.4 against 6744.0), none significantly (benchmarks/RESULTS.md).
+    tanh_actions: bool = False
+    """if toggled, the env receives tanh of the Gaussian sample, scaled into the action bounds, instead of the sample clipped to them"""
     # Wider than the actor's 64: over seeds 1-20, 256 raises HalfCheetah's and Walker2d's means and
     # lowers Hopper's, none significantly, leaves fewer of seeds 1-10 in a poor local optimum than
     # sb3-contrib on all three envs, and a run still takes less than half sb3-contrib's wall-clock
@@ -187,14 +196,14 @@ def layer_init(layer, std=2**0.5, bias_const=0.0):
 
 
 class Actor(nn.Module):
-    def __init__(self, obs_dim, action_dim, log_std_init=0.0):
+    def __init__(self, obs_dim, action_dim, log_std_init=0.0, width=64):
         super().__init__()
         self.mean = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
+            layer_init(nn.Linear(obs_dim, width)),
             nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
+            layer_init(nn.Linear(width, width)),
             nn.Tanh(),
-            layer_init(nn.Linear(64, action_dim), std=0.01),
+            layer_init(nn.Linear(width, action_dim), std=0.01),
         )
         # State-independent log standard deviation, one per action dimension.
         self.log_std = nn.Parameter(torch.full((action_dim,), log_std_init))
@@ -285,6 +294,15 @@ def sample_action(mean, std):
     The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass, since the
     policy does not change during it."""
     return mean + std * np.random.standard_normal(mean.shape)
+
+
+def env_action(action, low, high, tanh_actions):
+    """The action the env receives for a policy output: clipped into [low, high], or with tanh_actions
+    squashed into it by tanh. The policy's log-probs stay those of the unsquashed sample: the change of
+    variables multiplies pi_theta and pi_old by the same Jacobian, so the ratio and the KL are unchanged."""
+    if tanh_actions:
+        return low + (np.tanh(action) + 1) * (high - low) / 2
+    return np.clip(action, low, high)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
@@ -513,7 +531,7 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
         obs = obs_rms.normalize(obs) if obs_rms is not None else obs
         with torch.no_grad():
             action, _ = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
-        action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high)
+        action = env_action(action.cpu().numpy(), env.action_space.low, env.action_space.high, args.tanh_actions)
         obs, reward, terminated, truncated, _ = env.step(action)
         episodic_return += reward
         if terminated or truncated:
@@ -530,14 +548,17 @@ def summarize_evaluation(episodic_returns):
 
 
 def load_model(path, observation_space, action_space):
-    """Return ((actor, obs_rms) from a --save-model file, None), or (None, why it cannot be used here)."""
+    """Return ((actor, obs_rms, tanh_actions) from a --save-model file, None), or (None, why it cannot
+    be used here); tanh_actions says how the saved run mapped the actor's output to the env's action."""
     try:
         checkpoint = torch.load(path, map_location="cpu")
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         return None, f"cannot read model file {path!r} ({type(e).__name__})"
     try:
-        actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
+        width = checkpoint["actor"]["mean.0.weight"].shape[0]
+        actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape), width=width)
         actor.load_state_dict(checkpoint["actor"])
+        tanh_actions = bool(checkpoint["args"].get("tanh_actions", False))
         obs_rms = None
         if checkpoint["obs_rms"] is not None:
             obs_rms = RunningMeanStd(observation_space.shape)
@@ -546,7 +567,7 @@ def load_model(path, observation_space, action_space):
                 raise ValueError("observation statistics of another shape")
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         return None, f"{path!r} is not a model of this script for these spaces ({type(e).__name__})"
-    return (actor, obs_rms), None
+    return (actor, obs_rms, tanh_actions), None
 
 
 def select_device(use_cuda, script):
@@ -590,6 +611,7 @@ def check_args(args):
         (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
         (0 < args.min_ent_coef <= 0.1, "min_ent_coef must be in (0, 0.1]"),
         (-inf < args.log_std_init < inf, "log_std_init must be finite"),
+        (args.actor_width >= 1, "actor_width must be at least 1"),
         (args.critic_width >= 1, "critic_width must be at least 1"),
         (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
         (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
@@ -630,7 +652,7 @@ def main(args):
         model, error = load_model(args.eval_only, observation_space, action_space)
         if error:
             sys.exit(f"{script}: error: {error}")
-        actor, obs_rms = model
+        actor, obs_rms, args.tanh_actions = model
         device = select_device(args.cuda, script)
         eval_returns = evaluate(
             actor.to(device), obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None
@@ -672,7 +694,7 @@ def main(args):
     obs_shape, action_shape = observation_space.shape, action_space.shape
     action_low, action_high = action_space.low, action_space.high
     action_dim = int(np.prod(action_shape))
-    actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init).to(device)
+    actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init, args.actor_width).to(device)
     # The policy that is evaluated and saved: the actor itself, or an average of its iterates.
     evaluated_actor = copy.deepcopy(actor) if args.policy_ema_decay > 0 else actor
     critic = Critic(np.prod(obs_shape), args.critic_width).to(device)
@@ -717,10 +739,10 @@ def main(args):
             observations[step] = next_obs
             actions[step] = sample_action(mean_snapshot(next_obs), std)
 
-            # Only the env sees the clipped action; the stored action (and so its log-prob) is the
-            # unclipped sample.
+            # Only the env sees the clipped (or squashed) action; the stored action, and so its
+            # log-prob, is the sample itself.
             next_obs, reward, terminations, truncations, infos = envs.step(
-                np.clip(actions[step], action_low, action_high)
+                env_action(actions[step], action_low, action_high, args.tanh_actions)
             )
             if return_rms is not None:
                 discounted_return = discounted_return * args.gamma + reward

@@ -268,6 +268,18 @@ def test_gaussian_trpo_step_with_zero_advantages_follows_the_entropy_bonus():
     assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-4)
 
 
+def test_env_action_clips_or_squashes_the_policy_output_into_the_bounds():
+    low, high = np.array([0.0, -2.0]), np.array([1.0, 2.0])
+    outputs = np.array([[-5.0, 0.0], [0.5, 5.0], [0.0, -0.5]])
+    clipped = trpo_continuous.env_action(outputs, low, high, tanh_actions=False)
+    np.testing.assert_array_equal(clipped, [[0.0, 0.0], [0.5, 2.0], [0.0, -0.5]])
+    squashed = trpo_continuous.env_action(outputs, low, high, tanh_actions=True)
+    # An output of 0 lands mid-range, large ones near the bounds, and tanh keeps the order.
+    np.testing.assert_allclose(squashed[:, 0], [(1 + np.tanh(-5)) / 2, (1 + np.tanh(0.5)) / 2, 0.5])
+    np.testing.assert_allclose(squashed[:, 1], [0.0, 2 * np.tanh(5), 2 * np.tanh(-0.5)])
+    assert ((squashed >= low) & (squashed <= high)).all()
+
+
 def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
     args = trpo_continuous.Args(ent_coef_rate=0.5, min_ent_coef=1e-4)
     adapt = partial(trpo_continuous.adapt_entropy_coef, target_entropy=0.0, args=args)

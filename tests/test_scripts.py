@@ -206,6 +206,29 @@ def test_eval_only_plays_and_records_a_saved_model_and_rejects_a_bad_file_in_one
         assert line.startswith(f"{script}: error:") and mentions in line, line
 
 
+def test_eval_only_plays_a_model_with_the_actor_width_and_action_mapping_it_was_trained_with(
+    tmp_path, monkeypatch, capfd
+):
+    # Pendulum's torques span [-2, 2]: tanh and clipping give the env other actions, so an
+    # evaluation that ignored the saved mapping (or failed on the width) would not repeat the score.
+    monkeypatch.chdir(tmp_path)
+    module = SCRIPTS["trpo_continuous.py"]
+    trained = ["--actor-width", "16", "--tanh-actions"]
+    assert run_main(module, "--env-id", "Pendulum-v1", *TINY, *trained, "--save-model") == 0
+    train_stdout = capfd.readouterr().out
+    (model_path,) = glob.glob(str(tmp_path / "runs" / "*" / "*.model"))
+    assert run_main(module, "--env-id", "Pendulum-v1", "--eval-only", model_path, "--eval-episodes", "2") == 0
+    assert eval_mean(capfd.readouterr().out) == eval_mean(train_stdout)
+    actor, _, tanh_actions = trpo_continuous.load_model(model_path, *pendulum_spaces())[0]
+    assert actor.mean[0].out_features == 16 and tanh_actions
+
+
+def pendulum_spaces():
+    env = gym.make("Pendulum-v1")
+    env.close()
+    return env.observation_space, env.action_space
+
+
 @pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous, ppo_continuous])
 def test_evaluation_during_training_leaves_the_training_run_unchanged(script, tmp_path, monkeypatch):
     env_id = "CartPole-v1" if script is trpo_discrete else "Pendulum-v1"
