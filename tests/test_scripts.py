@@ -219,14 +219,10 @@ def test_eval_only_plays_a_model_with_the_actor_width_and_action_mapping_it_was_
     (model_path,) = glob.glob(str(tmp_path / "runs" / "*" / "*.model"))
     assert run_main(module, "--env-id", "Pendulum-v1", "--eval-only", model_path, "--eval-episodes", "2") == 0
     assert eval_mean(capfd.readouterr().out) == eval_mean(train_stdout)
-    actor, _, tanh_actions = trpo_continuous.load_model(model_path, *pendulum_spaces())[0]
-    assert actor.mean[0].out_features == 16 and tanh_actions
-
-
-def pendulum_spaces():
     env = gym.make("Pendulum-v1")
     env.close()
-    return env.observation_space, env.action_space
+    actor, _, tanh_actions = trpo_continuous.load_model(model_path, env.observation_space, env.action_space)[0]
+    assert actor.mean[0].out_features == 16 and tanh_actions
 
 
 @pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous, ppo_continuous])
