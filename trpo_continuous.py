@@ -108,8 +108,9 @@ class Args:
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
     # Off by default: a floor falling to -1, which trains the last updates with about the noise-free
     # policy the evaluation runs, lowered Hopper's mean over six seeds; one falling from 0.25 to 0
-    # lowered Hopper's mean over seeds 1-20 (3067.8 against 3190.8), and its Walker2d mean over seeds
-    # 1-10 is below the defaults' on one machine and above them on another (benchmarks/RESULTS.md).
+    # lowers Hopper's mean (2949.6 against 3133.9 over seeds 11-20 on one machine) and raises
+    # Walker2d's on that machine over seeds 1-20 (4433.1 against 3999.8), short of its target of 4700
+    # (benchmarks/RESULTS.md).
     final_target_entropy: float | None = None
     """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training"""
     ent_coef_rate: float = 0.5
@@ -125,8 +126,9 @@ class Args:
     actor_width: int = 64
     """the width of each of the policy network's two hidden layers"""
     # Off by default: against the defaults on the same machine it lifts Hopper's mean over seeds 1-10
-    # (3331.1 against 3190.2, every seed between 3215 and 3531) and lowers Walker2d's (3632.5 against
-    # 3675.5) and HalfCheetah's (6579.4 against 6744.0), none significantly (benchmarks/RESULTS.md).
+    # (3331.1 against 3190.2) but not over seeds 1-20 (3142.0 against 3162.1), and lowers Walker2d's
+    # (3632.5 against 3675.5) and HalfCheetah's (6579.4 against 6744.0) over seeds 1-10, none
+    # significantly (benchmarks/RESULTS.md).
     tanh_actions: bool = False
     """if toggled, the env receives tanh of the Gaussian sample, scaled into the action bounds, instead of the sample clipped to them"""
     # Wider than the actor's 64: over seeds 1-20, 256 raises HalfCheetah's and Walker2d's means and

@@ -3,10 +3,12 @@
 IMPL is one of our scripts (trpo_discrete.py, trpo_continuous.py, ppo_continuous.py,
 ppo_atari.py, trpo_atari.py) or a reference: sb3:trpo (sb3-contrib) or sb3:ppo
 (stable-baselines3), both with the rl-baselines3-zoo hyperparameters (benchmarks/reference.py).
-Each run gets its own folder, {work}/{env}/{label}/seed{seed}/, holding command.txt, stdout.log
-and the TensorBoard logs under runs/; a run whose stdout.log ends with an evaluation is skipped.
+Each run gets its own folder, {work}/{env}/{label}/seed{seed}/, holding command.txt, machine.txt
+(the CPU and the versions of the packages that set the numbers), stdout.log and the TensorBoard
+logs under runs/; a run whose stdout.log ends with an evaluation is skipped.
 A run that stopped early continues from its runs/**/checkpoint.pt if it saved one (the Atari
-scripts with --checkpoint-every): the command gets --resume; command.txt and stdout.log are appended to.
+scripts with --checkpoint-every): the command gets --resume; command.txt, machine.txt and
+stdout.log are appended to.
 Jobs run with one torch thread each unless --threads says otherwise (two torch processes with
 default threads oversubscribe a 2-core machine). --nproc N starts each run through torchrun with N
 processes of one thread each (the *_multigpu.py scripts).
@@ -20,7 +22,9 @@ processes of one thread each (the *_multigpu.py scripts).
 """
 
 import argparse
+import importlib.metadata
 import os
+import platform
 import re
 import shlex
 import socket
@@ -51,6 +55,30 @@ def command_for(impl, env_id, seed, extra, nproc=1):
     return [sys.executable, *script, f"--env-id={env_id}", f"--seed={seed}", *extra]
 
 
+# Floating-point results differ across CPUs and library versions, so each run records both.
+PACKAGES = ("torch", "numpy", "gymnasium", "mujoco", "ale-py", "stable-baselines3", "sb3-contrib")
+
+
+def machine_line():
+    """The CPU model, its vector instructions and the versions of python and of the installed PACKAGES, on one line."""
+    cpu = platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        text = cpuinfo.read_text()
+        names = re.findall(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+        flag_lines = re.findall(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
+        flags = set(flag_lines[0].split()) if flag_lines else set()
+        vector_units = [flag for flag in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
+        cpu = ", ".join([names[0].strip() if names else cpu, *vector_units])
+    versions = [f"python=={platform.python_version()}"]
+    for package in PACKAGES:
+        try:
+            versions.append(f"{package}=={importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return f"cpu: {cpu} ({os.cpu_count()} cores); " + " ".join(versions)
+
+
 def run_dir(work, env_id, label, seed):
     return Path(work) / env_id.replace("/", "-") / label / f"seed{seed}"
 
@@ -68,6 +96,8 @@ def run_one(impl, env_id, seed, extra, work, label, nproc=1, threads=1):
     mode = "a" if checkpoints else "w"
     with (folder / "command.txt").open(mode) as command_file:
         command_file.write(shlex.join(command[1:]) + "\n")
+    with (folder / "machine.txt").open(mode) as machine_file:
+        machine_file.write(machine_line() + "\n")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     with log_path.open(mode) as log:
         result = subprocess.run(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
