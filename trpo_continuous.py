@@ -108,9 +108,9 @@ class Args:
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
     # Off by default: a floor falling to -1, which trains the last updates with about the noise-free
     # policy the evaluation runs, lowered Hopper's mean over six seeds; one falling from 0.25 to 0
-    # lowers Hopper's mean on one machine (2678.4 against 3206.5 over seeds 1-6, 2949.6 against 3133.9
-    # over seeds 11-20) and raises Walker2d's there over seeds 1-20 (4433.1 against 3999.8), short of
-    # its target of 4700 (benchmarks/RESULTS.md).
+    # lowers Hopper's mean on one machine (2678.4 against 3206.5 over seeds 1-6, 2949.6 against
+    # 3133.9 over seeds 11-20) and raises Walker2d's there over seeds 1-20 (4433.1 against 3999.8),
+    # short of its target of 4700 (benchmarks/RESULTS.md).
     final_target_entropy: float | None = None
     """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training"""
     ent_coef_rate: float = 0.5
