@@ -108,12 +108,15 @@ class Args:
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
     # Off by default: a floor falling to -1, which trains the last updates with about the noise-free
     # policy the evaluation runs, lowered Hopper's mean over six seeds; one falling from 0.25 to 0
-    # lowers Hopper's mean on one machine (2678.4 against 3206.5 over seeds 1-6, 2949.6 against
-    # 3133.9 over seeds 11-20) and raises Walker2d's there over seeds 1-20 (4433.1 against 3999.8),
-    # short of its target of 4700 (benchmarks/RESULTS.md).
+    # (both at ent_coef_rate 0.5) lowers Hopper's mean on one machine (2678.4 against 3206.5 over
+    # seeds 1-6, 2949.6 against 3133.9 over seeds 11-20) and raises Walker2d's there over seeds 1-20
+    # (4433.1 against 3999.8), short of its target of 4700 (benchmarks/RESULTS.md).
     final_target_entropy: float | None = None
     """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training"""
-    ent_coef_rate: float = 0.5
+    # 2 rather than 0.5: the first updates shrink the std faster than a slow controller winds the
+    # bonus up, and the entropy fell far below its floor on most seeds. Against 0.5 on one machine it
+    # raises all three envs' means over seeds 1-20 (benchmarks/RESULTS.md).
+    ent_coef_rate: float = 2.0
     """log(ent_coef) moves by this times (target_entropy - entropy per action dimension) per update"""
     min_ent_coef: float = 1e-4
     """the floor of the adapted ent_coef"""
@@ -122,13 +125,14 @@ class Args:
     # loses by it, and as much at -0.75 (benchmarks/RESULTS.md).
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
-    # 128 gave Hopper 3206.4 over seeds 1-5, short of its target of 3400 (benchmarks/RESULTS.md).
+    # 128 gave Hopper 3206.4 over seeds 1-5 at ent_coef_rate 0.5, short of its target of 3400
+    # (benchmarks/RESULTS.md).
     actor_width: int = 64
     """the width of each of the policy network's two hidden layers"""
-    # Off by default: against the defaults on the same machine it lifts Hopper's mean over seeds 1-10
-    # (3331.1 against 3190.2) but not over seeds 1-20 (3142.0 against 3162.1), and lowers Walker2d's
-    # (3632.5 against 3675.5) and HalfCheetah's (6579.4 against 6744.0) over seeds 1-10, none
-    # significantly (benchmarks/RESULTS.md).
+    # Off by default: at ent_coef_rate 0.5, against the defaults with that rate on the same machine,
+    # it lifts Hopper's mean over seeds 1-10 (3331.1 against 3190.2) but not over seeds 1-20 (3142.0
+    # against 3162.1), and lowers Walker2d's (3632.5 against 3675.5) and HalfCheetah's (6579.4
+    # against 6744.0) over seeds 1-10, none significantly (benchmarks/RESULTS.md).
     tanh_actions: bool = False
     """if toggled, the env receives tanh of the Gaussian sample, scaled into the action bounds, instead of the sample clipped to them"""
     # Wider than the actor's 64: over seeds 1-20, 256 raises HalfCheetah's and Walker2d's means and

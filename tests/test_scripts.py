@@ -424,10 +424,11 @@ def test_trpo_continuous_trust_region_shrinks_linearly_to_final_max_kl_by_defaul
 
 def test_trpo_continuous_entropy_target_moves_linearly_to_final_target_entropy(tmp_path, monkeypatch):
     # Pendulum's policy starts at 0.42 nats (log std -1, one action dimension), below a target of 1,
-    # and keeps above 0.3 for four updates.
+    # and keeps above 0.3 for four updates; at rate 0.5 the bonus stays under its cap of 0.1 for them.
+    below_target = ["--ent-coef", "0.01", "--ent-coef-rate", "0.5", "--target-entropy", "1"]
     runs = {
-        "constant": ["--ent-coef", "0.01", "--target-entropy", "1"],
-        "to-1": ["--ent-coef", "0.01", "--target-entropy", "1", "--final-target-entropy", "-1"],
+        "constant": below_target,
+        "to-1": [*below_target, "--final-target-entropy", "-1"],
         "no-target": ["--target-entropy", "None"],
     }
     scalars = scalars_of_four_updates(runs, tmp_path, monkeypatch)
