@@ -103,14 +103,17 @@ class Args:
     # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
     # the std, and a seed whose noise runs out early stops exploring. The floor at 0 together with the
     # smaller starting noise below lifts HalfCheetah and Hopper over seeds 1-20 against neither, and
-    # lowers Walker2d; a floor of 0.25 lowered Hopper's mean over six seeds (benchmarks/RESULTS.md).
+    # lowers Walker2d; a higher floor lowered Hopper's mean: 0.25 over six seeds at ent_coef_rate 0.5,
+    # 0.5 (and Walker2d's) over seeds 1-10 (benchmarks/RESULTS.md).
     target_entropy: float | None = 0.0
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
     # Off by default: a floor falling to -1, which trains the last updates with about the noise-free
     # policy the evaluation runs, lowered Hopper's mean over six seeds; one falling from 0.25 to 0
     # (both at ent_coef_rate 0.5) lowers Hopper's mean on one machine (2678.4 against 3206.5 over
     # seeds 1-6, 2949.6 against 3133.9 over seeds 11-20) and raises Walker2d's there over seeds 1-20
-    # (4433.1 against 3999.8), short of its target of 4700 (benchmarks/RESULTS.md).
+    # (4433.1 against 3999.8), short of its target of 4700; one falling from 1 to 0 at the default
+    # rate raises Walker2d's mean over seeds 1-10 (4658.7 against 4192.7) and lowers Hopper's (2980.1
+    # against 3369.0) (benchmarks/RESULTS.md).
     final_target_entropy: float | None = None
     """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training"""
     # 2 rather than 0.5: the first updates shrink the std faster than a slow controller winds the
