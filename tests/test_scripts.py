@@ -139,6 +139,7 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--target-entropy", "None", "--final-target-entropy", "-1"], "needs a target_entropy"),
     ("trpo_continuous.py", ["--final-target-entropy", "-inf"], "final_target_entropy must be finite"),
     ("trpo_continuous.py", ["--target-entropy-fraction", "0"], "target_entropy_fraction"),
+    ("trpo_continuous.py", ["--target-entropy-fraction", "0.5"], "needs a final_target_entropy"),
     ("trpo_continuous.py", ["--ent-coef-rate", "0"], "ent_coef_rate"),
     ("trpo_continuous.py", ["--min-ent-coef", "0"], "min_ent_coef"),
     ("trpo_continuous.py", ["--policy-ema-decay", "1"], "policy_ema_decay"),
