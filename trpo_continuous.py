@@ -122,9 +122,10 @@ class Args:
     # The same fall from 1 to 0 over the first half or quarter of training, then held, keeps Walker2d
     # above the defaults over seeds 1-10 (4657.8 and 4446.3 against 4192.7) and still lowers Hopper's
     # mean (3137.0 and 3141.0 against 3369.0): a few seeds settle in a poor gait as the noise falls.
-    # With half the trust region at the start (--max-kl 0.02) the half fall raises Walker2d's mean
-    # over seeds 1-20 (4658.4 against 4032.9) and lowers Hopper's (3057.4 against 3338.2): four of
-    # Hopper's twenty seeds end below 3000 against one (benchmarks/RESULTS.md).
+    # With half or three quarters of the trust region at the start (--max-kl 0.02, 0.03) the half
+    # fall raises Walker2d's mean over seeds 1-20 (4658.4 and 4309.4 against 4032.9) and lowers
+    # Hopper's (3057.4 and 3244.1 against 3338.2): four and two of Hopper's twenty seeds end below
+    # 3000 against one (benchmarks/RESULTS.md).
     target_entropy_fraction: float = 1.0
     """the share of training over which the entropy target moves to final_target_entropy, after which it holds there"""
     # 2 rather than 0.5: the first updates shrink the std faster than a slow controller winds the
