@@ -95,7 +95,9 @@ class Args:
     final_max_kl: float | None = 0.01
     """the trust region radius shrinks linearly from max_kl to this over training (None: constant max_kl)"""
     # rl-zoo's 25 for sb3-contrib lowers Hopper's mean over seeds 1-10 (2867.2 against 3369.0): three
-    # seeds start slowly and two end below 2000 (benchmarks/RESULTS.md).
+    # seeds start slowly and two end below 2000. 5 starts Hopper sooner but ends it no higher over
+    # seeds 21-40 (3086.0 against 3117.6), and lowers Walker2d's over 21-30: 4268.3 against 4977.1
+    # (benchmarks/RESULTS.md).
     cg_iters: int = 10
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
@@ -130,7 +132,8 @@ class Args:
     # With half or three quarters of the trust region at the start (--max-kl 0.02, 0.03) the half
     # fall raises Walker2d's mean over seeds 1-20 (4658.4 and 4309.4 against 4032.9) and lowers
     # Hopper's (3057.4 and 3244.1 against 3338.2): four and two of Hopper's twenty seeds end below
-    # 3000 against one (benchmarks/RESULTS.md).
+    # 3000 against one. On seeds 21-40 the first gives Walker2d 4819.0 against 4849.7 and Hopper
+    # 3019.7 against 3117.6 (benchmarks/RESULTS.md).
     target_entropy_fraction: float = 1.0
     """the share of training over which the entropy target moves to final_target_entropy, after which it holds there"""
     # 2 rather than 0.5: the first updates shrink the std faster than a slow controller winds the
