@@ -145,7 +145,8 @@ class Args:
     """the floor of the adapted ent_coef"""
     # Much less noise at the start than std 1: a noisy start leaves HalfCheetah seeds in a poor gait
     # (below 4000: none of seeds 1-20 at -1 with the entropy floor, five at -0.5 without it). Walker2d
-    # loses by it, and as much at -0.75 (benchmarks/RESULTS.md).
+    # loses by it, and as much at -0.75. On Hopper's seeds 21-30 both neighbours lower the mean: -0.5
+    # to 2703.9 (two seeds dive forward) and -1.5 to 3010.9, against 3098.4 (benchmarks/RESULTS.md).
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
     # 128 gave Hopper 3206.4 over seeds 1-5 at ent_coef_rate 0.5, and with the other defaults 3050.6
@@ -155,7 +156,8 @@ class Args:
     # Off by default: at ent_coef_rate 0.5, against the defaults with that rate on the same machine,
     # it lifts Hopper's mean over seeds 1-10 (3331.1 against 3190.2) but not over seeds 1-20 (3142.0
     # against 3162.1), and lowers Walker2d's (3632.5 against 3675.5) and HalfCheetah's (6579.4
-    # against 6744.0) over seeds 1-10, none significantly (benchmarks/RESULTS.md).
+    # against 6744.0) over seeds 1-10, none significantly. At the default rate it lowers Hopper's
+    # mean over seeds 21-30 (2936.9 against 3098.4; benchmarks/RESULTS.md).
     tanh_actions: bool = False
     """if toggled, the env receives tanh of the Gaussian sample, scaled into the action bounds, instead of the sample clipped to them"""
     # Wider than the actor's 64: over seeds 1-20, 256 raises HalfCheetah's and Walker2d's means and
