@@ -91,7 +91,8 @@ class Args:
     """the trust region radius: the largest mean KL(old || new) a step may reach"""
     # Against a constant radius, shrinking to 0.01 raises Hopper's and Walker2d's means over seeds 1-20
     # and lowers HalfCheetah's; shrinking to 0 leaves a slow Hopper seed stuck and two of eight Walker2d
-    # seeds falling early in most evaluation episodes (benchmarks/RESULTS.md).
+    # seeds falling early in most evaluation episodes; shrinking to 0.005 lowers Hopper's mean over
+    # seeds 21-40 (2985.8 against 3117.6; benchmarks/RESULTS.md).
     final_max_kl: float | None = 0.01
     """the trust region radius shrinks linearly from max_kl to this over training (None: constant max_kl)"""
     # rl-zoo's 25 for sb3-contrib lowers Hopper's mean over seeds 1-10 (2867.2 against 3369.0): three
