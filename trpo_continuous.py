@@ -69,6 +69,8 @@ class Args:
     """total environment steps over all envs"""
     num_envs: int = 4
     """the number of parallel environments"""
+    # 1024 (half the updates) lowers Hopper's mean over seeds 21-30 with the default trust region
+    # (2648.5 against 3098.4) and with twice it (2694.1; benchmarks/RESULTS.md).
     num_steps: int = 512
     """the number of steps per env per policy update"""
     # Both sides of 0.99 trap Hopper seeds: at 0.98 they dive forward, at 0.993 and 0.995 some stand
@@ -174,7 +176,9 @@ class Args:
     """if toggled, the value network's learning rate decays linearly from vf_lr towards 0 over training"""
     # 40 Adam steps of 512 samples per update rather than hundreds of small ones: at this network
     # size a step's cost is torch's per-call overhead, not its arithmetic, and 320 steps of 128
-    # lowered Hopper's mean over 10 seeds (benchmarks/RESULTS.md).
+    # lowered Hopper's mean over 10 seeds. 80 of 512 and 160 of 128 start Hopper sooner and lower its
+    # mean over seeds 21-24 and 21-25 (2150.3 and 2017.6 against 2677.0 and 2837.4;
+    # benchmarks/RESULTS.md).
     vf_epochs: int = 10
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 4
