@@ -79,7 +79,8 @@ class Args:
     """the discount factor"""
     # 0.9 rather than 0.95: on HalfCheetah and Walker2d it raised the mean of 10 seeds, on Hopper it
     # lowered it, none significantly; with the other defaults 0.95 lowers Hopper's mean over seeds 1-10
-    # to 3054.1 against 3369.0 (benchmarks/RESULTS.md). Andrychowicz et al. (2021) also recommend 0.9.
+    # to 3054.1 against 3369.0, and 0.85 lowers it over seeds 21-28 to 2422.1 against 3054.7
+    # (benchmarks/RESULTS.md). Andrychowicz et al. (2021) also recommend 0.9.
     gae_lambda: float = 0.9
     """the GAE lambda"""
     norm_adv: bool = True
