@@ -131,7 +131,9 @@ class Args:
     # seeds 1-6, 2949.6 against 3133.9 over seeds 11-20) and raises Walker2d's there over seeds 1-20
     # (4433.1 against 3999.8), short of its target of 4700; one falling from 1 to 0 at the default
     # rate raises Walker2d's mean over seeds 1-10 (4658.7 against 4192.7) and lowers Hopper's (2980.1
-    # against 3369.0) (benchmarks/RESULTS.md).
+    # against 3369.0); one rising from 0 to 0.7 raises Hopper's mean over seeds 21-30 (3270.7 against
+    # 3098.4) but not over seeds 1-10 (3332.3 against 3369.0), leaves Walker2d's about unchanged on
+    # both and lowers HalfCheetah's (6565.6 against 6955.1; benchmarks/RESULTS.md).
     final_target_entropy: float | None = None
     """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training (or its first target_entropy_fraction)"""
     # The same fall from 1 to 0 over the first half or quarter of training, then held, keeps Walker2d
