@@ -140,6 +140,8 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--final-target-entropy", "-inf"], "final_target_entropy must be finite"),
     ("trpo_continuous.py", ["--target-entropy-fraction", "0"], "target_entropy_fraction"),
     ("trpo_continuous.py", ["--target-entropy-fraction", "0.5"], "needs a final_target_entropy"),
+    ("trpo_continuous.py", ["--final-target-entropy", "0", "--target-entropy-hold", "1"], "target_entropy_hold"),
+    ("trpo_continuous.py", ["--target-entropy-hold", "0.5"], "needs a final_target_entropy"),
     ("trpo_continuous.py", ["--ent-coef-rate", "0"], "ent_coef_rate"),
     ("trpo_continuous.py", ["--min-ent-coef", "0"], "min_ent_coef"),
     ("trpo_continuous.py", ["--policy-ema-decay", "1"], "policy_ema_decay"),
@@ -432,6 +434,7 @@ def test_trpo_continuous_entropy_target_moves_linearly_to_final_target_entropy(t
         "constant": below_target,
         "to-1": [*below_target, "--final-target-entropy", "-1"],
         "to-1-in-half": [*below_target, "--final-target-entropy", "-1", "--target-entropy-fraction", "0.5"],
+        "to-1-after-half": [*below_target, "--final-target-entropy", "-1", "--target-entropy-hold", "0.5"],
         "no-target": ["--target-entropy", "None"],
     }
     scalars = scalars_of_four_updates(runs, tmp_path, monkeypatch)
@@ -439,6 +442,8 @@ def test_trpo_continuous_entropy_target_moves_linearly_to_final_target_entropy(t
     assert list(scalars["to-1"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 0.5, 0.0, -0.5])
     # Over the first half of training only, then held at its final value.
     assert list(scalars["to-1-in-half"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 0.0, -1.0, -1.0])
+    # Held for the first half, then moved over the second, reaching -1 only after the last update.
+    assert list(scalars["to-1-after-half"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 1.0, 1.0, 0.0])
     assert "trpo/target_entropy" not in scalars["no-target"]
     # Below a constant target the bonus grows every update; a falling target grows it by less, then
     # shrinks it once the target is under the entropy (the last two updates).
