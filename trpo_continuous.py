@@ -673,16 +673,13 @@ def check_args(args):
         ),
         (0 < args.target_entropy_fraction <= 1, "target_entropy_fraction must be in (0, 1]"),
         (
-            args.target_entropy_fraction == 1 or args.final_target_entropy is not None,
-            "target_entropy_fraction below 1 needs a final_target_entropy to move to",
-        ),
-        (
             0 <= args.target_entropy_hold < args.target_entropy_fraction,
             "target_entropy_hold must be in [0, target_entropy_fraction)",
         ),
         (
-            args.target_entropy_hold == 0 or args.final_target_entropy is not None,
-            "target_entropy_hold above 0 needs a final_target_entropy to move to",
+            (args.target_entropy_hold == 0 and args.target_entropy_fraction == 1)
+            or args.final_target_entropy is not None,
+            "target_entropy_hold above 0 or target_entropy_fraction below 1 needs a final_target_entropy to move to",
         ),
         (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
         (0 < args.min_ent_coef <= 0.1, "min_ent_coef must be in (0, 0.1]"),
