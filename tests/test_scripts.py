@@ -116,6 +116,8 @@ BAD_INPUTS = [
     ("trpo_discrete.py", ["--max-kl", "0"], "max_kl"),
     ("trpo_continuous.py", ["--max-kl", "-0.01"], "max_kl"),
     ("trpo_continuous.py", ["--max-kl", "0.005"], "final_max_kl (0.01) must be in [0, max_kl] (0.005)"),
+    ("trpo_continuous.py", ["--final-gamma", "1.5"], "final_gamma must be in [0, 1]"),
+    ("trpo_continuous.py", ["--final-gamma", "nan"], "final_gamma must be in [0, 1]"),
     ("trpo_discrete.py", ["--fvp-subsample", "0"], "fvp_subsample"),
     ("trpo_continuous.py", ["--fvp-subsample", "1.5"], "fvp_subsample"),
     ("ppo_continuous.py", ["--env-id", "CartPole-v1"], "Box"),
@@ -424,6 +426,18 @@ def test_trpo_continuous_trust_region_shrinks_linearly_to_final_max_kl_by_defaul
         assert np.isfinite(kl).all()
         assert (kl <= np.array(run_radii) + 1e-6).all()
         assert kl[0] == scalars["constant"]["trpo/kl"][1][0]
+
+
+def test_trpo_continuous_discount_moves_linearly_to_final_gamma(tmp_path, monkeypatch):
+    scalars = scalars_of_four_updates({"constant": [], "to0.999": ["--final-gamma", "0.999"]}, tmp_path, monkeypatch)
+    # Four updates: 0.99 for the first, then up by a quarter of the way to 0.999 per update.
+    assert list(scalars["to0.999"]["charts/gamma"][1]) == pytest.approx([0.99, 0.99225, 0.9945, 0.99675])
+    assert list(scalars["constant"]["charts/gamma"][1]) == pytest.approx([0.99] * 4)
+    # The discount reaches the critic's targets: the same first fit, then other returns to fit.
+    value_loss_moving = scalars["to0.999"]["losses/value_loss"][1]
+    value_loss_constant = scalars["constant"]["losses/value_loss"][1]
+    assert value_loss_moving[0] == value_loss_constant[0]
+    assert value_loss_moving[-1] != value_loss_constant[-1]
 
 
 def test_trpo_continuous_entropy_target_moves_linearly_to_final_target_entropy(tmp_path, monkeypatch):
