@@ -66,10 +66,16 @@ def machine_line():
     if cpuinfo.exists():
         text = cpuinfo.read_text()
         names = re.findall(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+        # A virtual machine's model name may be only the vendor's ("AMD EPYC"): CPUs of two
+        # generations with one name and the same flags below still give other returns.
+        generation = re.search(r"^cpu family\s*:\s*(\d+)$.*?^model\s*:\s*(\d+)$", text, re.MULTILINE | re.DOTALL)
         flag_lines = re.findall(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
         flags = set(flag_lines[0].split()) if flag_lines else set()
         vector_units = [flag for flag in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
-        cpu = ", ".join([names[0].strip() if names else cpu, *vector_units])
+        name = names[0].strip() if names else cpu
+        if generation:
+            name += f" (family {generation.group(1)}, model {generation.group(2)})"
+        cpu = ", ".join([name, *vector_units])
     versions = [f"python=={platform.python_version()}"]
     for package in PACKAGES:
         try:

@@ -34,7 +34,12 @@ def test_runner_records_commands_and_resumes(tiny_grid):
         folder = work / "CartPole-v1" / "trpo_discrete" / f"seed{seed}"
         assert f"--seed={seed}" in (folder / "command.txt").read_text()
         assert "eval: mean return" in (folder / "stdout.log").read_text()
-        assert f"numpy=={np.__version__} " in (folder / "machine.txt").read_text()
+        machine = (folder / "machine.txt").read_text()
+        assert f"numpy=={np.__version__} " in machine
+        cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+        family = re.search(r"^cpu family\s*:\s*(\d+)$", cpuinfo, re.MULTILINE)
+        if family:
+            assert f"(family {family.group(1)}, model " in machine
     assert first.count("exit 0") == 2
     assert again.count("skipped (done)") == 2
 
