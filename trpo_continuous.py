@@ -2,7 +2,8 @@
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE (Schulman et al., 2016).
 Every iteration collects num_steps x num_envs transitions, then
-  1. estimates advantages A_t with GAE,
+  1. estimates advantages A_t with GAE, at a discount moving linearly from --gamma to
+     --final-gamma over training,
   2. maximises the surrogate L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta)
      subject to mean KL(pi_old || pi_theta) <= max_kl, a radius that shrinks linearly to
      --final-max-kl over training: a natural-gradient step found by conjugate gradient, scaled to
@@ -69,54 +70,53 @@ class Args:
     """total environment steps over all envs"""
     num_envs: int = 4
     """the number of parallel environments"""
+    # The comparisons in the comments below are from benchmarks/RESULTS.md. Where one names no other
+    # base, it was made with a constant entropy floor of 0 nats, the undamped step and a constant
+    # discount: the floor-0 rows, these defaults with --target-entropy 0 --final-target-entropy None
+    # --target-entropy-hold 0 --no-damped-step-length --final-gamma None.
     # 1024 (half the updates) lowers Hopper's mean over seeds 21-30 with the default trust region
-    # (2648.5 against 3098.4) and with twice it (2694.1; benchmarks/RESULTS.md).
+    # (2648.5 against 3098.4) and with twice it (2694.1).
     num_steps: int = 512
     """the number of steps per env per policy update"""
-    # Both sides of 0.99 trap Hopper seeds: at 0.98 they dive forward, at 0.993 and 0.995 some stand
-    # still for whole episodes (benchmarks/RESULTS.md).
+    # Held constant, both sides of 0.99 trap Hopper seeds: at 0.98 they dive forward, at 0.993 and
+    # 0.995 some stand still for whole episodes. Rising to final_gamma does not (see target_entropy).
     gamma: float = 0.99
     """the discount factor"""
-    # Off by default: rising to 0.995 over training, with the held-then-falling entropy floor and the
-    # damped step (see target_entropy_hold), stops Hopper's falls in evaluation: 3480.5 and 3407.0 on
-    # seeds 1-10 and 21-30, no seed falling, against the defaults' 3227.9 over forty seeds (p = 0.023);
-    # it leaves Walker2d's where the defaults' is (4446.9 over seeds 1-10) and has not run on
-    # HalfCheetah. Alone it leaves Hopper's mean where the defaults' is (3285.6 over seeds 1-10;
-    # benchmarks/RESULTS.md).
-    final_gamma: float | None = None
+    # Part of the entropy floor's recipe (see target_entropy); alone, with floor 0, it leaves Hopper's
+    # mean where floor 0 has it (3285.6 over seeds 1-10).
+    final_gamma: float | None = 0.995
     """the discount factor moves linearly from gamma to this over training (None: constant gamma)"""
     # 0.9 rather than 0.95: on HalfCheetah and Walker2d it raised the mean of 10 seeds, on Hopper it
-    # lowered it, none significantly; with the other defaults 0.95 lowers Hopper's mean over seeds 1-10
-    # to 3054.1 against 3369.0, and 0.85 lowers it over seeds 21-28 to 2422.1 against 3054.7
-    # (benchmarks/RESULTS.md). Andrychowicz et al. (2021) also recommend 0.9.
+    # lowered it, none significantly; 0.95 lowers Hopper's mean over seeds 1-10 to 3054.1 against
+    # 3369.0, and 0.85 over seeds 21-28 to 2422.1 against 3054.7. Andrychowicz et al. (2021) also
+    # recommend 0.9.
     gae_lambda: float = 0.9
     """the GAE lambda"""
     norm_adv: bool = True
     """if toggled, normalize the advantages over the batch"""
     # Starting at 0.02 instead left Hopper's mean below 3400 (3169.1 over seeds 1-10); its Walker2d
-    # mean over six seeds is below the defaults' on one machine and above them on another. Starting at
-    # 0.06 raises Walker2d's mean over seeds 1-10 (4543.2 against 4192.7) and lowers Hopper's (2933.0
-    # against 3369.0): three Hopper seeds stay below a return of 1000 for 700k steps or more
-    # (benchmarks/RESULTS.md).
+    # mean over six seeds is below floor 0's on one machine and above it on another. Starting at 0.06
+    # raises Walker2d's mean over seeds 1-10 (4543.2 against 4192.7) and lowers Hopper's (2933.0
+    # against 3369.0): three Hopper seeds stay below a return of 1000 for 700k steps or more.
     max_kl: float = 0.04
     """the trust region radius: the largest mean KL(old || new) a step may reach"""
     # Against a constant radius, shrinking to 0.01 raises Hopper's and Walker2d's means over seeds 1-20
     # and lowers HalfCheetah's; shrinking to 0 leaves a slow Hopper seed stuck and two of eight Walker2d
     # seeds falling early in most evaluation episodes; shrinking to 0.005 lowers Hopper's mean over
-    # seeds 21-40 (2985.8 against 3117.6; benchmarks/RESULTS.md).
+    # seeds 21-40 (2985.8 against 3117.6).
     final_max_kl: float | None = 0.01
     """the trust region radius shrinks linearly from max_kl to this over training (None: constant max_kl)"""
     # rl-zoo's 25 for sb3-contrib lowers Hopper's mean over seeds 1-10 (2867.2 against 3369.0): three
     # seeds start slowly and two end below 2000. 5 starts Hopper sooner but ends it no higher over
-    # seeds 21-40 (3086.0 against 3117.6), and lowers Walker2d's over 21-30: 4268.3 against 4977.1
-    # (benchmarks/RESULTS.md).
+    # seeds 21-40 (3086.0 against 3117.6), and lowers Walker2d's over 21-30: 4268.3 against 4977.1.
     cg_iters: int = 10
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
-    # Off by default: sizing the step as OpenAI baselines, Spinning Up and sb3-contrib do lowers
-    # Hopper's mean over seeds 21-30 (3011.5 against 3098.4; benchmarks/RESULTS.md).
-    damped_step_length: bool = False
+    # As OpenAI baselines, Spinning Up and sb3-contrib size the step; part of the entropy floor's
+    # recipe (see target_entropy). Alone, with floor 0, it lowers Hopper's mean over seeds 21-30
+    # (3011.5 against 3098.4).
+    damped_step_length: bool = True
     """if toggled, the full step's length comes from x^T (F + cg_damping * I) x instead of x^T F x"""
     fvp_subsample: float = 1.0
     """fraction of the batch used for Fisher-vector products"""
@@ -127,44 +127,35 @@ class Args:
     ent_coef: float = 0.0
     """coefficient of the entropy bonus in the surrogate objective: constant without target_entropy, else its start"""
     # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
-    # the std, and a seed whose noise runs out early stops exploring. The floor at 0 together with the
-    # smaller starting noise below lifts HalfCheetah and Hopper over seeds 1-20 against neither, and
-    # lowers Walker2d; a higher floor lowered Hopper's mean: 0.25 over six seeds at ent_coef_rate 0.5,
-    # 0.5 (and Walker2d's) over seeds 1-10 (benchmarks/RESULTS.md).
-    target_entropy: float | None = 0.0
-    """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
-    # Off by default: a floor falling to -1, which trains the last updates with about the noise-free
-    # policy the evaluation runs, lowered Hopper's mean over six seeds; one falling from 0.25 to 0
-    # (both at ent_coef_rate 0.5) lowers Hopper's mean on one machine (2678.4 against 3206.5 over
-    # seeds 1-6, 2949.6 against 3133.9 over seeds 11-20) and raises Walker2d's there over seeds 1-20
-    # (4433.1 against 3999.8), short of its target of 4700; one falling from 1 to 0 at the default
-    # rate raises Walker2d's mean over seeds 1-10 (4658.7 against 4192.7) and lowers Hopper's (2980.1
-    # against 3369.0); one rising from 0 to 0.7 raises Hopper's mean over seeds 21-30 (3270.7 against
-    # 3098.4) but not over seeds 1-10 (3332.3 against 3369.0), leaves Walker2d's about unchanged on
-    # both and lowers HalfCheetah's (6565.6 against 6955.1; benchmarks/RESULTS.md).
-    final_target_entropy: float | None = None
-    """if set with target_entropy, the entropy target moves linearly from target_entropy to this over training (or from target_entropy_hold to target_entropy_fraction of it)"""
-    # The same fall from 1 to 0 over the first half or quarter of training, then held, keeps Walker2d
-    # above the defaults over seeds 1-10 (4657.8 and 4446.3 against 4192.7) and still lowers Hopper's
-    # mean (3137.0 and 3141.0 against 3369.0): a few seeds settle in a poor gait as the noise falls.
-    # With half or three quarters of the trust region at the start (--max-kl 0.02, 0.03) the half
-    # fall raises Walker2d's mean over seeds 1-20 (4658.4 and 4309.4 against 4032.9) and lowers
-    # Hopper's (3057.4 and 3244.1 against 3338.2): four and two of Hopper's twenty seeds end below
-    # 3000 against one. On seeds 21-40 the first gives Walker2d 4819.0 against 4849.7 and Hopper
-    # 3019.7 against 3117.6 (benchmarks/RESULTS.md).
+    # the std, and a seed whose noise runs out early stops exploring. A floor of 0 nats with the
+    # smaller starting noise below lifts HalfCheetah and Hopper over seeds 1-20 against neither. The
+    # defaults hold a noisier floor, 1 nat (std 0.66), for 70% of training, where Hopper finds a faster
+    # gait, then let it fall to 0, with the step sized by the damped curvature and the discount rising
+    # from gamma to 0.995, which weighs the falls that come late in an episode. Against floor 0 on one
+    # machine, seeds 1-10, it raises all three means, none significantly (HalfCheetah 6995.9 against
+    # 6978.0, Hopper 3259.8 against 3189.2, Walker2d 4520.1 against 4313.3), with one seed of the
+    # thirty ending below 3000 against four; on another, Hopper gives 3480.5 and 3407.0 on seeds 1-10
+    # and 21-30.
+    target_entropy: float | None = 1.0
+    """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (1: std 0.66); None turns the bonus into the constant ent_coef"""
+    # Falling from the start, without the damped step and the rising discount: from 1 to 0 over all
+    # of training it raises Walker2d's mean over seeds 1-10 (4658.7 against floor 0's 4192.7) and
+    # lowers Hopper's (2980.1 against 3369.0); a floor falling to -1, or from 0.25 to 0, or rising
+    # from 0 to 0.7 lowered Hopper's or HalfCheetah's mean.
+    final_target_entropy: float | None = 0.0
+    """the entropy target moves linearly from target_entropy to this over training, or from target_entropy_hold to target_entropy_fraction of it (None: constant target)"""
+    # The fall from 1 to 0 over the first half or quarter of training, then held, keeps Walker2d
+    # above floor 0 over seeds 1-10 (4657.8 and 4446.3 against 4192.7) and still lowers Hopper's mean
+    # (3137.0 and 3141.0 against 3369.0): a few seeds settle in a poor gait as the noise falls.
     target_entropy_fraction: float = 1.0
     """the share of training by which the entropy target reaches final_target_entropy, after which it holds there"""
-    # Off by default: a floor of 1 nat held for 70% of training, then falling to 0, with the damped
-    # step length (--target-entropy 1 --final-target-entropy 0 --target-entropy-hold 0.7
-    # --damped-step-length) raises Hopper's mean over seeds 1-10 (3459.2 against 3369.0) and 21-30
-    # (3157.7 against 3098.4), neither significantly, with half its twenty seeds falling in some
-    # evaluation episodes, and leaves Walker2d's over seeds 1-10 below 4700 (4433.1;
-    # benchmarks/RESULTS.md).
-    target_entropy_hold: float = 0.0
+    # Part of the entropy floor's recipe (see target_entropy). Without the rising discount, half of
+    # Hopper's seeds 1-10 and 21-30 fall in some evaluation episodes (3308.5 over the twenty).
+    target_entropy_hold: float = 0.7
     """the share of training over which the entropy target holds at target_entropy before it starts moving to final_target_entropy"""
     # 2 rather than 0.5: the first updates shrink the std faster than a slow controller winds the
     # bonus up, and the entropy fell far below its floor on most seeds. Against 0.5 on one machine it
-    # raises all three envs' means over seeds 1-20 (benchmarks/RESULTS.md).
+    # raises all three envs' means over seeds 1-20 with floor 0.
     ent_coef_rate: float = 2.0
     """log(ent_coef) moves by this times (target_entropy - entropy per action dimension) per update"""
     min_ent_coef: float = 1e-4
@@ -172,41 +163,39 @@ class Args:
     # Much less noise at the start than std 1: a noisy start leaves HalfCheetah seeds in a poor gait
     # (below 4000: none of seeds 1-20 at -1 with the entropy floor, five at -0.5 without it). Walker2d
     # loses by it, and as much at -0.75. On Hopper's seeds 21-30 both neighbours lower the mean: -0.5
-    # to 2703.9 (two seeds dive forward) and -1.5 to 3010.9, against 3098.4 (benchmarks/RESULTS.md).
+    # to 2703.9 (two seeds dive forward) and -1.5 to 3010.9, against 3098.4.
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
-    # 128 gave Hopper 3206.4 over seeds 1-5 at ent_coef_rate 0.5, and with the other defaults 3050.6
-    # over seeds 1-10 against 3369.0, every seed lower (benchmarks/RESULTS.md).
+    # 128 gave Hopper 3206.4 over seeds 1-5 at ent_coef_rate 0.5, and 3050.6 over seeds 1-10 against
+    # 3369.0, every seed lower.
     actor_width: int = 64
     """the width of each of the policy network's two hidden layers"""
-    # Off by default: at ent_coef_rate 0.5, against the defaults with that rate on the same machine,
-    # it lifts Hopper's mean over seeds 1-10 (3331.1 against 3190.2) but not over seeds 1-20 (3142.0
+    # Off by default: at ent_coef_rate 0.5, against floor 0 at that rate on the same machine, it
+    # lifts Hopper's mean over seeds 1-10 (3331.1 against 3190.2) but not over seeds 1-20 (3142.0
     # against 3162.1), and lowers Walker2d's (3632.5 against 3675.5) and HalfCheetah's (6579.4
     # against 6744.0) over seeds 1-10, none significantly. At the default rate it lowers Hopper's
-    # mean over seeds 21-30 (2936.9 against 3098.4; benchmarks/RESULTS.md).
+    # mean over seeds 21-30 (2936.9 against 3098.4).
     tanh_actions: bool = False
     """if toggled, the env receives tanh of the Gaussian sample, scaled into the action bounds, instead of the sample clipped to them"""
     # Wider than the actor's 64: over seeds 1-20, 256 raises HalfCheetah's and Walker2d's means and
     # lowers Hopper's, none significantly, leaves fewer of seeds 1-10 in a poor local optimum than
-    # sb3-contrib on all three envs, and a run still takes less than half sb3-contrib's wall-clock
-    # (benchmarks/RESULTS.md).
+    # sb3-contrib on all three envs, and a run still takes less than half sb3-contrib's wall-clock.
     critic_width: int = 256
     """the width of each of the value network's two hidden layers"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
-    # Off by default: the decay lowered Hopper's and Walker2d's means (benchmarks/RESULTS.md).
+    # Off by default: the decay lowered Hopper's and Walker2d's means.
     anneal_vf_lr: bool = False
     """if toggled, the value network's learning rate decays linearly from vf_lr towards 0 over training"""
     # 40 Adam steps of 512 samples per update rather than hundreds of small ones: at this network
     # size a step's cost is torch's per-call overhead, not its arithmetic, and 320 steps of 128
     # lowered Hopper's mean over 10 seeds. 80 of 512 and 160 of 128 start Hopper sooner and lower its
-    # mean over seeds 21-24 and 21-25 (2150.3 and 2017.6 against 2677.0 and 2837.4;
-    # benchmarks/RESULTS.md).
+    # mean over seeds 21-24 and 21-25 (2150.3 and 2017.6 against 2677.0 and 2837.4).
     vf_epochs: int = 10
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 4
     """minibatches per value-network pass"""
-    # The original TRPO code fit its value network this way; off by default (benchmarks/RESULTS.md).
+    # The original TRPO code fit its value network this way; off by default.
     vf_lbfgs_iters: int = 0
     """if positive, fit the value network by full-batch L-BFGS with this many iterations in place of Adam"""
     norm_obs: bool = True
@@ -216,7 +205,7 @@ class Args:
     # The last iterate is one draw from a policy that still moves every update, and its deterministic
     # evaluation can fall far from the returns it trains at. Averaging iterates (Nikishin et al., 2018,
     # "Improving Stability in Deep Reinforcement Learning with Weight Averaging") narrows Walker2d's
-    # spread over seeds but lowers its mean and Hopper's (benchmarks/RESULTS.md), so it is off by default.
+    # spread over seeds but lowers its mean and Hopper's, so it is off by default.
     policy_ema_decay: float = 0.0
     """if positive, evaluations and the saved actor use an exponential moving average of the actor's parameters with this decay per update (0: the last iterate)"""
     eval_episodes: int = 10
@@ -677,19 +666,13 @@ def check_args(args):
         (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
         (args.target_entropy is None or -inf < args.target_entropy < inf, "target_entropy must be finite"),
         (
-            args.final_target_entropy is None
-            or (args.target_entropy is not None and -inf < args.final_target_entropy < inf),
-            "final_target_entropy must be finite and needs a target_entropy to move from",
+            args.final_target_entropy is None or -inf < args.final_target_entropy < inf,
+            "final_target_entropy must be finite",
         ),
         (0 < args.target_entropy_fraction <= 1, "target_entropy_fraction must be in (0, 1]"),
         (
             0 <= args.target_entropy_hold < args.target_entropy_fraction,
             "target_entropy_hold must be in [0, target_entropy_fraction)",
-        ),
-        (
-            (args.target_entropy_hold == 0 and args.target_entropy_fraction == 1)
-            or args.final_target_entropy is not None,
-            "target_entropy_hold above 0 or target_entropy_fraction below 1 needs a final_target_entropy to move to",
         ),
         (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
         (0 < args.min_ent_coef <= 0.1, "min_ent_coef must be in (0, 0.1]"),

@@ -138,12 +138,14 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--eval-episodes", "0"], "eval_episodes"),
     ("trpo_continuous.py", ["--log-std-init", "nan"], "log_std_init"),
     ("trpo_continuous.py", ["--target-entropy", "inf"], "target_entropy"),
-    ("trpo_continuous.py", ["--target-entropy", "None", "--final-target-entropy", "-1"], "needs a target_entropy"),
     ("trpo_continuous.py", ["--final-target-entropy", "-inf"], "final_target_entropy must be finite"),
     ("trpo_continuous.py", ["--target-entropy-fraction", "0"], "target_entropy_fraction"),
-    ("trpo_continuous.py", ["--target-entropy-fraction", "0.5"], "needs a final_target_entropy"),
     ("trpo_continuous.py", ["--final-target-entropy", "0", "--target-entropy-hold", "1"], "target_entropy_hold"),
-    ("trpo_continuous.py", ["--target-entropy-hold", "0.5"], "needs a final_target_entropy"),
+    (
+        "trpo_continuous.py",
+        ["--target-entropy-fraction", "0.5"],
+        "target_entropy_hold must be in [0, target_entropy_fraction)",
+    ),
     ("trpo_continuous.py", ["--ent-coef-rate", "0"], "ent_coef_rate"),
     ("trpo_continuous.py", ["--min-ent-coef", "0"], "min_ent_coef"),
     ("trpo_continuous.py", ["--policy-ema-decay", "1"], "policy_ema_decay"),
@@ -297,7 +299,9 @@ def test_trpo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch
     # runs had not learned by 200k steps (every evaluation episode near -640 or -900), and at gamma
     # 0.9 with the script's default lambda 0.9 seed 1 failed with two torch threads; which runs fail
     # depends on float rounding, so a change of threads or of summation order turned this test red.
-    args = trpo_continuous.Args(env_id="Pendulum-v1", seed=1, gamma=0.9, gae_lambda=0.95, total_timesteps=200_000)
+    args = trpo_continuous.Args(
+        env_id="Pendulum-v1", seed=1, gamma=0.9, final_gamma=None, gae_lambda=0.95, total_timesteps=200_000
+    )
     # The median: most episodes swing the pendulum up and hold it; one bad start can cost -1500.
     assert np.median(trpo_continuous.main(args)) >= -300
 
@@ -322,7 +326,7 @@ def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(t
         (tmp_path / target).mkdir()
         monkeypatch.chdir(tmp_path / target)
         flags = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
-        flags += ["--log-std-init", "-0.5"]
+        flags += ["--log-std-init", "-0.5", "--final-target-entropy", "None"]
         assert run_main(trpo_continuous, *flags, "--target-entropy", target, "--ent-coef-rate", "5") == 0
         scalars[target] = read_scalars(tmp_path / target)
     entropy, bonus = scalars["1.5"]["losses/entropy"][1], scalars["1.5"]["trpo/ent_coef"][1]
@@ -429,8 +433,11 @@ def test_trpo_continuous_trust_region_shrinks_linearly_to_final_max_kl_by_defaul
 
 
 def test_trpo_continuous_discount_moves_linearly_to_final_gamma(tmp_path, monkeypatch):
-    scalars = scalars_of_four_updates({"constant": [], "to0.999": ["--final-gamma", "0.999"]}, tmp_path, monkeypatch)
-    # Four updates: 0.99 for the first, then up by a quarter of the way to 0.999 per update.
+    runs = {"constant": ["--final-gamma", "None"], "default": [], "to0.999": ["--final-gamma", "0.999"]}
+    scalars = scalars_of_four_updates(runs, tmp_path, monkeypatch)
+    # Four updates: 0.99 for the first, then up by a quarter of the way to final_gamma (0.995 by
+    # default) per update.
+    assert list(scalars["default"]["charts/gamma"][1]) == pytest.approx([0.99, 0.99125, 0.9925, 0.99375])
     assert list(scalars["to0.999"]["charts/gamma"][1]) == pytest.approx([0.99, 0.99225, 0.9945, 0.99675])
     assert list(scalars["constant"]["charts/gamma"][1]) == pytest.approx([0.99] * 4)
     # The discount reaches the critic's targets: the same first fit, then other returns to fit.
@@ -443,9 +450,11 @@ def test_trpo_continuous_discount_moves_linearly_to_final_gamma(tmp_path, monkey
 def test_trpo_continuous_entropy_target_moves_linearly_to_final_target_entropy(tmp_path, monkeypatch):
     # Pendulum's policy starts at 0.42 nats (log std -1, one action dimension), below a target of 1,
     # and keeps above 0.3 for four updates; at rate 0.5 the bonus stays under its cap of 0.1 for them.
-    below_target = ["--ent-coef", "0.01", "--ent-coef-rate", "0.5", "--target-entropy", "1"]
+    from_start = ["--ent-coef", "0.01", "--ent-coef-rate", "0.5"]
+    below_target = [*from_start, "--target-entropy", "1", "--target-entropy-hold", "0"]
     runs = {
-        "constant": below_target,
+        "constant": [*below_target, "--final-target-entropy", "None"],
+        "default": from_start,
         "to-1": [*below_target, "--final-target-entropy", "-1"],
         "to-1-in-half": [*below_target, "--final-target-entropy", "-1", "--target-entropy-fraction", "0.5"],
         "to-1-after-half": [*below_target, "--final-target-entropy", "-1", "--target-entropy-hold", "0.5"],
@@ -458,6 +467,8 @@ def test_trpo_continuous_entropy_target_moves_linearly_to_final_target_entropy(t
     assert list(scalars["to-1-in-half"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 0.0, -1.0, -1.0])
     # Held for the first half, then moved over the second, reaching -1 only after the last update.
     assert list(scalars["to-1-after-half"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 1.0, 1.0, 0.0])
+    # By default 1 nat, held for 70% of training, then falling to 0 over the last 30%.
+    assert list(scalars["default"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 1.0, 1.0, 0.25 / 0.3])
     assert "trpo/target_entropy" not in scalars["no-target"]
     # Below a constant target the bonus grows every update; a falling target grows it by less, then
     # shrinks it once the target is under the entropy (the last two updates).
