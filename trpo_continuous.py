@@ -488,9 +488,10 @@ def trpo_step(
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
     step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
-    The step length uses the undamped x^T F x, the KL's own quadratic model, where OpenAI baselines,
-    Spinning Up and sb3-contrib use x^T (F + damping I) x (damped_step_length): the damping then
-    also shortens the step, most where x lies along directions of small curvature.
+    With damped_step_length (the script's default) the length comes from x^T (F + damping I) x, as
+    in OpenAI baselines, Spinning Up and sb3-contrib: the damping then also shortens the step, most
+    where x lies along directions of small curvature. Without it, from the undamped x^T F x, the
+    KL's own quadratic model.
     """
     objective = objective_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
