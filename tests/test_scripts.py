@@ -326,7 +326,7 @@ def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(t
         (tmp_path / target).mkdir()
         monkeypatch.chdir(tmp_path / target)
         flags = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
-        flags += ["--log-std-init", "-0.5", "--final-target-entropy", "None"]
+        flags += ["--log-std-init", "-0.5", "--final-target-entropy", "None", "--no-entropy-ceiling"]
         assert run_main(trpo_continuous, *flags, "--target-entropy", target, "--ent-coef-rate", "5") == 0
         scalars[target] = read_scalars(tmp_path / target)
     entropy, bonus = scalars["1.5"]["losses/entropy"][1], scalars["1.5"]["trpo/ent_coef"][1]
@@ -334,6 +334,27 @@ def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(t
     assert entropy[-1] > 1.4 > entropy[0]
     entropy, bonus = scalars["None"]["losses/entropy"][1], scalars["None"]["trpo/ent_coef"][1]
     assert (bonus == 0).all() and entropy.max() < 1.2
+
+
+def test_trpo_continuous_entropy_ceiling_pulls_the_entropy_down_to_the_target(tmp_path, monkeypatch):
+    # A target below the starting entropy (1.42 nats at std 1): the bonus alone sits at its floor and
+    # leaves the entropy where the policy takes it; the ceiling's penalty turns the coefficient
+    # negative, down to its cap, until the entropy has fallen past the target.
+    scalars = {}
+    for ceiling in ("--entropy-ceiling", "--no-entropy-ceiling"):
+        (tmp_path / ceiling).mkdir()
+        monkeypatch.chdir(tmp_path / ceiling)
+        flags = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
+        flags += ["--log-std-init", "0", "--target-entropy", "0.5", "--final-target-entropy", "None"]
+        assert run_main(trpo_continuous, *flags, "--ent-coef-rate", "5", ceiling) == 0
+        scalars[ceiling] = read_scalars(tmp_path / ceiling)
+    entropy, coef = scalars["--entropy-ceiling"]["losses/entropy"][1], scalars["--entropy-ceiling"]["trpo/ent_coef"][1]
+    assert coef.min() == pytest.approx(-0.1 + 1e-4) and entropy[-1] < 0.45 and entropy[0] > 1.4
+    entropy, coef = (
+        scalars["--no-entropy-ceiling"]["losses/entropy"][1],
+        scalars["--no-entropy-ceiling"]["trpo/ent_coef"][1],
+    )
+    assert (coef > 0).all() and entropy.min() > 1.0
 
 
 def test_trpo_continuous_policy_average_is_evaluated_and_saved_and_leaves_training_unchanged(tmp_path, monkeypatch):
