@@ -316,23 +316,27 @@ def test_trpo_continuous_policy_starts_at_log_std_init(tmp_path, monkeypatch):
     assert read_scalars(tmp_path)["losses/entropy"][1][0] == pytest.approx(0.5 * np.log(2 * np.pi * np.e) - 2.0)
 
 
+def short_pendulum_entropy_run(tmp_path, monkeypatch, name, *flags):
+    """(entropy, ent_coef) per update of a 10,240-step Pendulum run of trpo_continuous.py with a
+    constant entropy target and a fast controller, run in tmp_path/name."""
+    (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path / name)
+    size = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
+    assert run_main(trpo_continuous, *size, "--final-target-entropy", "None", "--ent-coef-rate", "5", *flags) == 0
+    scalars = read_scalars(tmp_path / name)
+    return scalars["losses/entropy"][1], scalars["trpo/ent_coef"][1]
+
+
 def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(tmp_path, monkeypatch):
     # A target above the starting entropy (0.92 nats at std 0.61, Pendulum has one action dimension):
     # the bonus climbs to its cap, the entropy rises to the target and the bonus falls back. Without a
     # target the bonus stays 0 and the entropy stays far below 1.5. Whether it rises or falls a little
     # within so short a run depends on float rounding (the thread count), so that is not asserted.
-    scalars = {}
-    for target in ("1.5", "None"):
-        (tmp_path / target).mkdir()
-        monkeypatch.chdir(tmp_path / target)
-        flags = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
-        flags += ["--log-std-init", "-0.5", "--final-target-entropy", "None", "--no-entropy-ceiling"]
-        assert run_main(trpo_continuous, *flags, "--target-entropy", target, "--ent-coef-rate", "5") == 0
-        scalars[target] = read_scalars(tmp_path / target)
-    entropy, bonus = scalars["1.5"]["losses/entropy"][1], scalars["1.5"]["trpo/ent_coef"][1]
+    bonus_only = ["--log-std-init", "-0.5", "--no-entropy-ceiling"]
+    entropy, bonus = short_pendulum_entropy_run(tmp_path, monkeypatch, "1.5", *bonus_only, "--target-entropy", "1.5")
     assert bonus.max() == pytest.approx(0.1) and bonus[-1] < 0.05
     assert entropy[-1] > 1.4 > entropy[0]
-    entropy, bonus = scalars["None"]["losses/entropy"][1], scalars["None"]["trpo/ent_coef"][1]
+    entropy, bonus = short_pendulum_entropy_run(tmp_path, monkeypatch, "None", *bonus_only, "--target-entropy", "None")
     assert (bonus == 0).all() and entropy.max() < 1.2
 
 
@@ -340,20 +344,10 @@ def test_trpo_continuous_entropy_ceiling_pulls_the_entropy_down_to_the_target(tm
     # A target below the starting entropy (1.42 nats at std 1): the bonus alone sits at its floor and
     # leaves the entropy where the policy takes it; the ceiling's penalty turns the coefficient
     # negative, down to its cap, until the entropy has fallen past the target.
-    scalars = {}
-    for ceiling in ("--entropy-ceiling", "--no-entropy-ceiling"):
-        (tmp_path / ceiling).mkdir()
-        monkeypatch.chdir(tmp_path / ceiling)
-        flags = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
-        flags += ["--log-std-init", "0", "--target-entropy", "0.5", "--final-target-entropy", "None"]
-        assert run_main(trpo_continuous, *flags, "--ent-coef-rate", "5", ceiling) == 0
-        scalars[ceiling] = read_scalars(tmp_path / ceiling)
-    entropy, coef = scalars["--entropy-ceiling"]["losses/entropy"][1], scalars["--entropy-ceiling"]["trpo/ent_coef"][1]
+    below_start = ["--log-std-init", "0", "--target-entropy", "0.5"]
+    entropy, coef = short_pendulum_entropy_run(tmp_path, monkeypatch, "ceiling", *below_start, "--entropy-ceiling")
     assert coef.min() == pytest.approx(-0.1 + 1e-4) and entropy[-1] < 0.45 and entropy[0] > 1.4
-    entropy, coef = (
-        scalars["--no-entropy-ceiling"]["losses/entropy"][1],
-        scalars["--no-entropy-ceiling"]["trpo/ent_coef"][1],
-    )
+    entropy, coef = short_pendulum_entropy_run(tmp_path, monkeypatch, "bonus", *below_start, "--no-entropy-ceiling")
     assert (coef > 0).all() and entropy.min() > 1.0
 
 
