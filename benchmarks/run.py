@@ -5,7 +5,9 @@ ppo_atari.py, trpo_atari.py) or a reference: sb3:trpo (sb3-contrib) or sb3:ppo
 (stable-baselines3), both with the rl-baselines3-zoo hyperparameters (benchmarks/reference.py).
 Each run gets its own folder, {work}/{env}/{label}/seed{seed}/, holding command.txt, machine.txt
 (the CPU and the versions of the packages that set the numbers), stdout.log and the TensorBoard
-logs under runs/; a run whose stdout.log ends with an evaluation is skipped.
+logs under runs/; a run whose stdout.log ends with an evaluation is skipped. A finished run's
+compact summary (benchmarks/summary.py) goes to benchmarks/results/runs/{env}/{label}/seed{seed}.json
+(--summaries): that, not the logs, is what the repo keeps of a run.
 A run that stopped early continues from its runs/**/checkpoint.pt if it saved one (the Atari
 scripts with --checkpoint-every): the command gets --resume; command.txt, machine.txt and
 stdout.log are appended to.
@@ -34,6 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.summary import summarize_run, write_summary
+
 EVAL_LINE = re.compile(r"^eval: mean return (-?[\d.]+)", re.MULTILINE)
 
 
@@ -89,7 +94,18 @@ def run_dir(work, env_id, label, seed):
     return Path(work) / env_id.replace("/", "-") / label / f"seed{seed}"
 
 
-def run_one(impl, env_id, seed, extra, work, label, nproc=1, threads=1):
+def code_commit(impl):
+    """The commit of the code a run uses, marked +modified where the script differs from it."""
+    script = "benchmarks/reference.py" if impl.startswith("sb3:") else impl
+
+    def git(*words):
+        return subprocess.run(["git", *words], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
+
+    commit = git("rev-parse", "HEAD")
+    return (commit + ("+modified" if git("status", "--porcelain", "--", script) else "")) or None
+
+
+def run_one(impl, env_id, seed, extra, work, label, nproc=1, threads=1, summaries=None):
     folder = run_dir(work, env_id, label, seed)
     log_path = folder / "stdout.log"
     if log_path.exists() and EVAL_LINE.search(log_path.read_text()):
@@ -107,6 +123,8 @@ def run_one(impl, env_id, seed, extra, work, label, nproc=1, threads=1):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     with log_path.open(mode) as log:
         result = subprocess.run(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    if summaries and EVAL_LINE.search(log_path.read_text()):
+        write_summary(summarize_run(folder, label, code_commit(impl)), summaries)
     return folder, f"exit {result.returncode}"
 
 
@@ -120,6 +138,7 @@ def main():
     parser.add_argument("--label", help="the runs' folder and name in the report (default: from IMPL)")
     parser.add_argument("--nproc", type=int, default=1, help="processes per run, started by torchrun")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    parser.add_argument("--summaries", default=str(REPO / "benchmarks" / "results" / "runs"), help="where summaries go")
     # Everything after a lone "--" goes to every run unchanged.
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
@@ -131,7 +150,9 @@ def main():
     grid = [(env_id, seed) for env_id in args.envs for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = [
-            pool.submit(run_one, args.impl, env_id, seed, extra, args.work, label, args.nproc, args.threads)
+            pool.submit(
+                run_one, args.impl, env_id, seed, extra, args.work, label, args.nproc, args.threads, args.summaries
+            )
             for env_id, seed in grid
         ]
         for future in futures:

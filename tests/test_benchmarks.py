@@ -2,6 +2,7 @@
 fvp_atari.py's warm-started CG and its probe of the training run; directions_atari.py's probe."""
 
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from benchmarks import directions_atari, fvp_atari, memory
 from benchmarks import report as report_module
 from benchmarks import run as run_module
+from benchmarks import summary as summary_module
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024", "--eval-episodes", "3"]
@@ -22,7 +24,7 @@ TINY = ["--num-envs", "2", "--num-steps", "128", "--total-timesteps", "1024", "-
 def tiny_grid(tmp_path_factory):
     work = tmp_path_factory.mktemp("work")
     command = [sys.executable, str(REPO / "benchmarks" / "run.py"), "trpo_discrete.py", "--envs", "CartPole-v1"]
-    command += ["--seeds", "1", "2", "--work", str(work), "--", *TINY]
+    command += ["--seeds", "1", "2", "--work", str(work), "--summaries", str(work / "summaries"), "--", *TINY]
     first = subprocess.run(command, capture_output=True, text=True, check=True)
     again = subprocess.run(command, capture_output=True, text=True, check=True)
     return work, first.stdout, again.stdout
@@ -42,6 +44,34 @@ def test_runner_records_commands_and_resumes(tiny_grid):
             assert f"(family {family.group(1)}, model " in machine
     assert first.count("exit 0") == 2
     assert again.count("skipped (done)") == 2
+
+
+def test_runner_writes_a_compact_summary_of_each_run(tiny_grid):
+    work, _, _ = tiny_grid
+    for seed in (1, 2):
+        summary = json.loads((work / "summaries" / "CartPole-v1" / "trpo_discrete" / f"seed{seed}.json").read_text())
+        log = (work / "CartPole-v1" / "trpo_discrete" / f"seed{seed}" / "stdout.log").read_text()
+        printed = float(re.search(r"^eval: mean return (-?[\d.]+)", log, re.MULTILINE).group(1))
+        assert summary["seed"] == seed and summary["env_id"] == "CartPole-v1" and summary["label"] == "trpo_discrete"
+        assert summary["script"] == "trpo_discrete.py" and f"--seed={seed}" in summary["command"]
+        assert summary["args"]["num_envs"] == "2" and summary["args"]["seed"] == str(seed)
+        assert len(summary["final_eval"]) == 3 and np.mean(summary["final_eval"]) == pytest.approx(printed, abs=0.006)
+        assert summary["global_steps"] == 1024 and summary["wall_clock_s"] > 0
+        assert summary["versions"]["numpy"] == np.__version__ and summary["machine"]["gpu"] is None
+        assert re.fullmatch(r"[0-9a-f]{40}(\+modified)?", summary["commit"])
+        returns = summary["curves"]["charts/episodic_return"]
+        assert 0 < len(returns) <= summary_module.CURVE_POINTS and "losses/entropy" in summary["curves"]
+        assert all(0 <= step <= 1024 for step, _ in returns) and [s for s, _ in returns] == sorted(
+            s for s, _ in returns
+        )
+
+
+def test_summary_curves_are_bin_means_that_skip_non_finite_values():
+    steps, values = np.arange(1000), np.where(np.arange(1000) % 2, np.nan, 1.0 * np.arange(1000))
+    curve = summary_module.binned(steps, values, end=1000, points=10)
+    assert len(curve) == 10
+    assert curve[0] == [round(np.mean(np.arange(100))), np.mean(np.arange(0, 100, 2))]
+    assert summary_module.binned(np.array([5]), np.array([np.nan]), end=10) == [[5, None]]
 
 
 def test_report_table_matches_the_runs_and_writes_a_png(tiny_grid, tmp_path):
