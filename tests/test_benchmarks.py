@@ -66,6 +66,16 @@ def test_runner_writes_a_compact_summary_of_each_run(tiny_grid):
         )
 
 
+def test_summary_table_gives_each_label_its_seeds_mean_and_difference(tmp_path):
+    for label, returns in {"base": [[1.0, 3.0], [4.0, 4.0]], "other": [[0.0], [1.0], [2.0]]}.items():
+        for seed, final_eval in enumerate(returns, start=1):
+            summary = {"env_id": "Env-v0", "label": label, "seed": seed, "final_eval": final_eval}
+            summary_module.write_summary(summary, tmp_path)
+    rows = summary_module.table(tmp_path, "Env-v0", 3.0, ["base", "other"]).splitlines()[-2:]
+    assert rows[0] == "| base | 1,2 | 3.0 +- 1.0 | 1 | base |"
+    assert rows[1].startswith("| other | 1,2,3 | 1.0 +- 0.8 | 0 | -2.0, p = ")
+
+
 def test_summary_curves_are_bin_means_that_skip_non_finite_values():
     steps, values = np.arange(1000), np.where(np.arange(1000) % 2, np.nan, 1.0 * np.arange(1000))
     curve = summary_module.binned(steps, values, end=1000, points=10)
