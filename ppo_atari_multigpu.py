@@ -417,6 +417,7 @@ def check_args(args):
     Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
     inf = math.inf
     requirements = [
+        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
         (args.num_envs >= 1, "num_envs must be at least 1"),
         (args.num_steps >= 1, "num_steps must be at least 1"),
         (

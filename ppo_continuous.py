@@ -314,6 +314,7 @@ def check_args(args):
     Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
     inf = math.inf
     requirements = [
+        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
         (args.num_envs >= 1, "num_envs must be at least 1"),
         (args.num_steps >= 1, "num_steps must be at least 1"),
         (
@@ -324,8 +325,8 @@ def check_args(args):
         (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
         (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
         (
-            1 <= args.num_minibatches <= args.num_envs * args.num_steps,
-            "num_minibatches must be in [1, num_envs * num_steps]",
+            1 <= args.num_minibatches <= args.num_envs * args.num_steps // 2,
+            "num_minibatches must be in [1, num_envs * num_steps / 2] (advantages are normalized per minibatch)",
         ),
         (args.update_epochs >= 1, "update_epochs must be at least 1"),
         (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
