@@ -844,6 +844,9 @@ def main(args):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
+    # No TF32 convolutions (cuDNN's default on Ampere and later): their rounding swamps the KL of a small
+    # trust-region step, the reason the policy stays out of bfloat16.
+    torch.backends.cudnn.allow_tf32 = False
     device = select_device(args.cuda, script)
 
     actor = Actor(envs.single_action_space.n, args.bf16_policy).to(device)

@@ -906,6 +906,9 @@ def main(args):
     np.random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)
     torch.backends.cudnn.deterministic = args.torch_deterministic
+    # No TF32 convolutions (cuDNN's default on Ampere and later): their rounding swamps the KL of a small
+    # trust-region step, the reason the policy stays out of bfloat16.
+    torch.backends.cudnn.allow_tf32 = False
     if rank == 0 and args.cuda and not use_cuda:
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")

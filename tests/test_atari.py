@@ -276,6 +276,14 @@ def test_bf16_runs_the_critic_in_bfloat16_and_the_policy_only_when_asked(script,
     assert calls == {(4, bf16_policy), (1, True)}
 
 
+@pytest.mark.parametrize("script", [trpo_atari, trpo_atari_multigpu])
+def test_trpo_atari_turns_tf32_convolutions_off(script, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    script.main(tiny_args(script, total_timesteps=64))
+    assert torch.backends.cudnn.allow_tf32 is False
+
+
 @pytest.mark.parametrize("script", [ppo_atari, trpo_atari, ppo_atari_multigpu, trpo_atari_multigpu])
 def test_resume_continues_the_run_from_its_checkpoint(script, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
