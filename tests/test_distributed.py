@@ -101,13 +101,14 @@ def training_worker(rank, world_size, port, folder, script_name, results):
                 networks.append(self)
 
         setattr(script, name, Recorded)
-    args = script.Args(num_envs=2, num_steps=32, total_timesteps=256, eval_episodes=1)
+    # On the CPU on every machine: two processes on one GPU is not a supported NCCL layout.
+    args = script.Args(num_envs=2, num_steps=32, total_timesteps=256, eval_episodes=1, cuda=False)
     if script is ppo_atari_multigpu:
         args.update_epochs, args.num_minibatches = 2, 2
     else:
         args.vf_epochs, args.vf_minibatches = 2, 2
     eval_returns = script.main(args)
-    results[rank] = (eval_returns, [parameters_to_vector(net.parameters()).detach().clone() for net in networks])
+    results[rank] = (eval_returns, [parameters_to_vector(net.parameters()).detach().cpu() for net in networks])
 
 
 @pytest.mark.parametrize("script_name", SCRIPTS)
@@ -191,7 +192,7 @@ def test_torchrun_smoke_run_trains_and_rank_0_logs_and_saves(script, tiny, tmp_p
         "--master-port",
         str(free_port()),
     ]
-    command += [os.path.join(REPO, script), *tiny, "--total-timesteps", "1024", "--save-model"]
+    command += [os.path.join(REPO, script), *tiny, "--total-timesteps", "1024", "--save-model", "--no-cuda"]
     result = subprocess.run(
         command, cwd=tmp_path, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, check=False
     )
