@@ -13,11 +13,9 @@ Every iteration collects num_steps x num_envs transitions, then
      --target-entropy-fraction of it) and falls to almost nothing above it, where a penalty
      adapted the same way (--entropy-ceiling) pulls the entropy down to the target,
   3. fits the value network (a separate network, so it never moves the policy) by regression
-     on the GAE returns: Adam on minibatches (with --anneal-vf-lr its learning rate decays
-     linearly towards 0), or with --vf-lbfgs-iters full-batch L-BFGS.
+     on the GAE returns with Adam on minibatches.
 """
 
-import copy
 import glob
 import math
 import os
@@ -71,52 +69,30 @@ class Args:
     """total environment steps over all envs"""
     num_envs: int = 4
     """the number of parallel environments"""
-    # The comparisons in the comments below are from benchmarks/RESULTS.md. Where one names no other
-    # base, it was made with a constant entropy floor of 0 nats, the undamped step and a constant
-    # discount: the floor-0 rows, these defaults with --target-entropy 0 --final-target-entropy None
-    # --target-entropy-hold 0 --no-damped-step-length --final-gamma None.
-    # 1024 (half the updates) lowers Hopper's mean over seeds 21-30 with the default trust region
-    # (2648.5 against 3098.4) and with twice it (2694.1).
     num_steps: int = 512
     """the number of steps per env per policy update"""
-    # Held constant, both sides of 0.99 trap Hopper seeds: at 0.98 they dive forward, at 0.993 and
-    # 0.995 some stand still for whole episodes. Rising to final_gamma does not (see target_entropy).
     gamma: float = 0.99
     """the discount factor"""
-    # Part of the entropy floor's recipe (see target_entropy); alone, with floor 0, it leaves Hopper's
-    # mean where floor 0 has it (3285.6 over seeds 1-10).
+    # A longer horizon late, once the policy no longer falls early, weighs the falls that come late
+    # in an episode; held at 0.995 from the start, it leaves some Hopper seeds standing still.
     final_gamma: float | None = 0.995
     """the discount factor moves linearly from gamma to this over training (None: constant gamma)"""
-    # 0.9 rather than 0.95: on HalfCheetah and Walker2d it raised the mean of 10 seeds, on Hopper it
-    # lowered it, none significantly; 0.95 lowers Hopper's mean over seeds 1-10 to 3054.1 against
-    # 3369.0, and 0.85 over seeds 21-28 to 2422.1 against 3054.7. Andrychowicz et al. (2021) also
-    # recommend 0.9.
+    # Andrychowicz et al. (2021) also recommend 0.9 over 0.95.
     gae_lambda: float = 0.9
     """the GAE lambda"""
     norm_adv: bool = True
     """if toggled, normalize the advantages over the batch"""
-    # Starting at 0.02 instead left Hopper's mean below 3400 (3169.1 over seeds 1-10); its Walker2d
-    # mean over six seeds is below floor 0's on one machine and above it on another. Starting at 0.06
-    # raises Walker2d's mean over seeds 1-10 (4543.2 against 4192.7) and lowers Hopper's (2933.0
-    # against 3369.0): three Hopper seeds stay below a return of 1000 for 700k steps or more.
+    # A wide region early, while the policy is far from good, and a narrow one late, when a step
+    # that is too long costs a learned gait.
     max_kl: float = 0.04
     """the trust region radius: the largest mean KL(old || new) a step may reach"""
-    # Against a constant radius, shrinking to 0.01 raises Hopper's and Walker2d's means over seeds 1-20
-    # and lowers HalfCheetah's; shrinking to 0 leaves a slow Hopper seed stuck and two of eight Walker2d
-    # seeds falling early in most evaluation episodes; shrinking to 0.005 lowers Hopper's mean over
-    # seeds 21-40 (2985.8 against 3117.6).
     final_max_kl: float | None = 0.01
     """the trust region radius shrinks linearly from max_kl to this over training (None: constant max_kl)"""
-    # rl-zoo's 25 for sb3-contrib lowers Hopper's mean over seeds 1-10 (2867.2 against 3369.0): three
-    # seeds start slowly and two end below 2000. 5 starts Hopper sooner but ends it no higher over
-    # seeds 21-40 (3086.0 against 3117.6), and lowers Walker2d's over 21-30: 4268.3 against 4977.1.
     cg_iters: int = 10
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
-    # As OpenAI baselines, Spinning Up and sb3-contrib size the step; part of the entropy floor's
-    # recipe (see target_entropy). Alone, with floor 0, it lowers Hopper's mean over seeds 21-30
-    # (3011.5 against 3098.4).
+    # As OpenAI baselines, Spinning Up and sb3-contrib size the step.
     damped_step_length: bool = True
     """if toggled, the full step's length comes from x^T (F + cg_damping * I) x instead of x^T F x"""
     fvp_subsample: float = 1.0
@@ -128,96 +104,45 @@ class Args:
     ent_coef: float = 0.0
     """coefficient of the entropy bonus in the surrogate objective: constant without target_entropy, else its start"""
     # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
-    # the std, and a seed whose noise runs out early stops exploring. A floor of 0 nats with the
-    # smaller starting noise below lifts HalfCheetah and Hopper over seeds 1-20 against neither. The
-    # defaults hold a noisier floor, 1 nat (std 0.66), for 70% of training, where Hopper finds a faster
-    # gait, then let it fall to 0, with the step sized by the damped curvature and the discount rising
-    # from gamma to 0.995, which weighs the falls that come late in an episode. Without the entropy
-    # ceiling, against floor 0 on one machine, seeds 1-10, it raises all three means, none
-    # significantly (HalfCheetah 6995.9 against 6978.0, Hopper 3259.8 against 3189.2, Walker2d 4520.1
-    # against 4313.3), with one seed of the thirty ending below 3000 against four; on another, Hopper
-    # gives 3480.5 and 3407.0 on seeds 1-10 and 21-30.
+    # the std, and a seed whose noise runs out early stops exploring. The floor is held high (std
+    # 0.66) for most of training, where a faster gait is found, then falls.
     target_entropy: float | None = 1.0
     """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (1: std 0.66); None turns the bonus into the constant ent_coef"""
-    # Falling from the start, without the damped step and the rising discount: from 1 to 0 over all
-    # of training it raises Walker2d's mean over seeds 1-10 (4658.7 against floor 0's 4192.7) and
-    # lowers Hopper's (2980.1 against 3369.0); a floor falling to -1, or from 0.25 to 0, or rising
-    # from 0 to 0.7 lowered Hopper's or HalfCheetah's mean.
     final_target_entropy: float | None = 0.0
     """the entropy target moves linearly from target_entropy to this over training, or from target_entropy_hold to target_entropy_fraction of it (None: constant target)"""
-    # The fall from 1 to 0 over the first half or quarter of training, then held, keeps Walker2d
-    # above floor 0 over seeds 1-10 (4657.8 and 4446.3 against 4192.7) and still lowers Hopper's mean
-    # (3137.0 and 3141.0 against 3369.0): a few seeds settle in a poor gait as the noise falls.
     target_entropy_fraction: float = 1.0
     """the share of training by which the entropy target reaches final_target_entropy, after which it holds there"""
-    # Part of the entropy floor's recipe (see target_entropy). Without the rising discount, half of
-    # Hopper's seeds 1-10 and 21-30 fall in some evaluation episodes (3308.5 over the twenty).
     target_entropy_hold: float = 0.7
     """the share of training over which the entropy target holds at target_entropy before it starts moving to final_target_entropy"""
-    # 2 rather than 0.5: the first updates shrink the std faster than a slow controller winds the
-    # bonus up, and the entropy fell far below its floor on most seeds. Against 0.5 on one machine it
-    # raises all three envs' means over seeds 1-20 with floor 0.
+    # Fast enough that the bonus winds up before the first updates shrink the std below the floor.
     ent_coef_rate: float = 2.0
     """log(ent_coef) moves by this times (target_entropy - entropy per action dimension) per update"""
-    # The bonus only holds the entropy up: with it alone the policy ends training at 0.58-0.87 nats
-    # per action dimension (std 0.43-0.58) on one machine's seeds 1-10, far above the falling
-    # target, and the Gaussian's mean, which the evaluation acts with, was trained under that much
-    # noise. The penalty makes the target two-sided, so the noise falls with it (0.01-0.08 nats at
-    # the end). On that machine's seeds 1-10 it raises Hopper's mean to 3467.7 (from 3259.8) and
-    # Walker2d's to 4776.1 (from 4520.1) and lowers HalfCheetah's to 6688.8 (from 6995.9), none
-    # significantly (benchmarks/RESULTS.md).
+    # The bonus only holds the entropy up; the evaluation acts with the Gaussian's mean, which should
+    # be trained under the noise the target asks for, not more.
     entropy_ceiling: bool = True
     """if toggled, an entropy penalty, adapted like the bonus with the gap reversed, also pulls the entropy down to the target (no effect without target_entropy)"""
     min_ent_coef: float = 1e-4
     """the floor of the adapted ent_coef, and of the ceiling's penalty"""
-    # Much less noise at the start than std 1: a noisy start leaves HalfCheetah seeds in a poor gait
-    # (below 4000: none of seeds 1-20 at -1 with the entropy floor, five at -0.5 without it). Walker2d
-    # loses by it, and as much at -0.75. On Hopper's seeds 21-30 both neighbours lower the mean: -0.5
-    # to 2703.9 (two seeds dive forward) and -1.5 to 3010.9, against 3098.4.
+    # Much less noise at the start than std 1: a noisy start leaves HalfCheetah seeds in a poor gait.
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
-    # 128 gave Hopper 3206.4 over seeds 1-5 at ent_coef_rate 0.5, and 3050.6 over seeds 1-10 against
-    # 3369.0, every seed lower.
     actor_width: int = 64
     """the width of each of the policy network's two hidden layers"""
-    # Off by default: at ent_coef_rate 0.5, against floor 0 at that rate on the same machine, it
-    # lifts Hopper's mean over seeds 1-10 (3331.1 against 3190.2) but not over seeds 1-20 (3142.0
-    # against 3162.1), and lowers Walker2d's (3632.5 against 3675.5) and HalfCheetah's (6579.4
-    # against 6744.0) over seeds 1-10, none significantly. At the default rate it lowers Hopper's
-    # mean over seeds 21-30 (2936.9 against 3098.4).
-    tanh_actions: bool = False
-    """if toggled, the env receives tanh of the Gaussian sample, scaled into the action bounds, instead of the sample clipped to them"""
-    # Wider than the actor's 64: over seeds 1-20, 256 raises HalfCheetah's and Walker2d's means and
-    # lowers Hopper's, none significantly, leaves fewer of seeds 1-10 in a poor local optimum than
-    # sb3-contrib on all three envs, and a run still takes less than half sb3-contrib's wall-clock.
+    # Wider than the actor: the critic's fit is not bounded by a trust region, and its cost is small.
     critic_width: int = 256
     """the width of each of the value network's two hidden layers"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
-    # Off by default: the decay lowered Hopper's and Walker2d's means.
-    anneal_vf_lr: bool = False
-    """if toggled, the value network's learning rate decays linearly from vf_lr towards 0 over training"""
     # 40 Adam steps of 512 samples per update rather than hundreds of small ones: at this network
-    # size a step's cost is torch's per-call overhead, not its arithmetic, and 320 steps of 128
-    # lowered Hopper's mean over 10 seeds. 80 of 512 and 160 of 128 start Hopper sooner and lower its
-    # mean over seeds 21-24 and 21-25 (2150.3 and 2017.6 against 2677.0 and 2837.4).
+    # size a step's cost is torch's per-call overhead, not its arithmetic.
     vf_epochs: int = 10
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 4
     """minibatches per value-network pass"""
-    # The original TRPO code fit its value network this way; off by default.
-    vf_lbfgs_iters: int = 0
-    """if positive, fit the value network by full-batch L-BFGS with this many iterations in place of Adam"""
     norm_obs: bool = True
     """if toggled, normalize observations by their running mean and std"""
     norm_reward: bool = True
     """if toggled, scale rewards by the running std of the discounted return"""
-    # The last iterate is one draw from a policy that still moves every update, and its deterministic
-    # evaluation can fall far from the returns it trains at. Averaging iterates (Nikishin et al., 2018,
-    # "Improving Stability in Deep Reinforcement Learning with Weight Averaging") narrows Walker2d's
-    # spread over seeds but lowers its mean and Hopper's, so it is off by default.
-    policy_ema_decay: float = 0.0
-    """if positive, evaluations and the saved actor use an exponential moving average of the actor's parameters with this decay per update (0: the last iterate)"""
     eval_episodes: int = 10
     """deterministic (mean action) episodes per evaluation: after training and every eval_every iterations"""
     eval_every: int = 0
@@ -352,15 +277,6 @@ def sample_action(mean, std):
     The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass, since the
     policy does not change during it."""
     return mean + std * np.random.standard_normal(mean.shape)
-
-
-def env_action(action, low, high, tanh_actions):
-    """The action the env receives for a policy output: clipped into [low, high], or with tanh_actions
-    squashed into it by tanh. The policy's log-probs stay those of the unsquashed sample: the change of
-    variables multiplies pi_theta and pi_old by the same Jacobian, so the ratio and the KL are unchanged."""
-    if tanh_actions:
-        return low + (np.tanh(action) + 1) * (high - low) / 2
-    return np.clip(action, low, high)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
@@ -566,29 +482,6 @@ def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
-def fit_critic_lbfgs(critic, obs, returns, iters):
-    """Full-batch L-BFGS with a strong Wolfe line search on 1/2 (V(s) - R)^2; returns (final loss, skipped fits).
-
-    The curvature history is dropped every update, since the returns it was built on have changed. A fit
-    that ends with a non-finite loss or weights is undone, so they never reach the next rollout."""
-    optimizer = torch.optim.LBFGS(critic.parameters(), max_iter=iters, line_search_fn="strong_wolfe")
-
-    def value_loss():
-        optimizer.zero_grad()
-        loss = 0.5 * ((critic(obs) - returns) ** 2).mean()
-        loss.backward()
-        return loss
-
-    weights_before = parameters_to_vector(critic.parameters()).detach().clone()
-    optimizer.step(value_loss)
-    with torch.no_grad():
-        loss = 0.5 * ((critic(obs) - returns) ** 2).mean()
-        if not (torch.isfinite(loss) and torch.isfinite(parameters_to_vector(critic.parameters())).all()):
-            vector_to_parameters(weights_before, critic.parameters())
-            return float("nan"), 1
-    return loss.item(), 0
-
-
 def evaluate(actor, obs_rms, args, device, video_name=None):
     """args.eval_episodes episodes of the actor's mean action on an env of its own, observations
     normalized with frozen statistics, recorded into videos/{video_name} if given; returns their returns.
@@ -603,7 +496,7 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
         obs = obs_rms.normalize(obs) if obs_rms is not None else obs
         with torch.no_grad():
             action, _ = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
-        action = env_action(action.cpu().numpy(), env.action_space.low, env.action_space.high, args.tanh_actions)
+        action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high)
         obs, reward, terminated, truncated, _ = env.step(action)
         episodic_return += reward
         if terminated or truncated:
@@ -620,8 +513,7 @@ def summarize_evaluation(episodic_returns):
 
 
 def load_model(path, observation_space, action_space):
-    """Return ((actor, obs_rms, tanh_actions) from a --save-model file, None), or (None, why it cannot
-    be used here); tanh_actions says how the saved run mapped the actor's output to the env's action."""
+    """Return ((actor, obs_rms) from a --save-model file, None), or (None, why it cannot be used here)."""
     try:
         checkpoint = torch.load(path, map_location="cpu")
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
@@ -630,7 +522,6 @@ def load_model(path, observation_space, action_space):
         width = checkpoint["actor"]["mean.0.weight"].shape[0]
         actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape), width=width)
         actor.load_state_dict(checkpoint["actor"])
-        tanh_actions = bool(checkpoint["args"].get("tanh_actions", False))
         obs_rms = None
         if checkpoint["obs_rms"] is not None:
             obs_rms = RunningMeanStd(observation_space.shape)
@@ -639,7 +530,7 @@ def load_model(path, observation_space, action_space):
                 raise ValueError("observation statistics of another shape")
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         return None, f"{path!r} is not a model of this script for these spaces ({type(e).__name__})"
-    return (actor, obs_rms, tanh_actions), None
+    return (actor, obs_rms), None
 
 
 def select_device(use_cuda, script):
@@ -655,7 +546,9 @@ def check_args(args):
     Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
     inf = math.inf
     requirements = [
+        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
         (args.num_envs >= 1, "num_envs must be at least 1"),
+        (args.num_envs * args.num_steps >= 2, "num_envs * num_steps must be at least 2 (advantages are normalized)"),
         (args.num_steps >= 1, "num_steps must be at least 1"),
         (
             args.total_timesteps >= args.num_envs * args.num_steps,
@@ -696,9 +589,6 @@ def check_args(args):
             1 <= args.vf_minibatches <= args.num_envs * args.num_steps,
             "vf_minibatches must be in [1, num_envs * num_steps]",
         ),
-        (args.vf_lbfgs_iters >= 0, "vf_lbfgs_iters must be at least 0"),
-        (not (args.vf_lbfgs_iters and args.anneal_vf_lr), "anneal_vf_lr applies to Adam, not vf_lbfgs_iters"),
-        (0 <= args.policy_ema_decay < 1, "policy_ema_decay must be in [0, 1)"),
         (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
         (args.eval_every >= 0, "eval_every must be at least 0"),
     ]
@@ -729,7 +619,7 @@ def main(args):
         model, error = load_model(args.eval_only, observation_space, action_space)
         if error:
             sys.exit(f"{script}: error: {error}")
-        actor, obs_rms, args.tanh_actions = model
+        actor, obs_rms = model
         device = select_device(args.cuda, script)
         eval_returns = evaluate(
             actor.to(device), obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None
@@ -772,8 +662,6 @@ def main(args):
     action_low, action_high = action_space.low, action_space.high
     action_dim = int(np.prod(action_shape))
     actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init, args.actor_width).to(device)
-    # The policy that is evaluated and saved: the actor itself, or an average of its iterates.
-    evaluated_actor = copy.deepcopy(actor) if args.policy_ema_decay > 0 else actor
     critic = Critic(np.prod(obs_shape), args.critic_width).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
@@ -823,10 +711,9 @@ def main(args):
             observations[step] = next_obs
             actions[step] = sample_action(mean_snapshot(next_obs), std)
 
-            # Only the env sees the clipped (or squashed) action; the stored action, and so its
-            # log-prob, is the sample itself.
+            # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample itself.
             next_obs, reward, terminations, truncations, infos = envs.step(
-                env_action(actions[step], action_low, action_high, args.tanh_actions)
+                np.clip(actions[step], action_low, action_high)
             )
             if return_rms is not None:
                 discounted_return = discounted_return * gamma + reward
@@ -898,19 +785,10 @@ def main(args):
             args.damped_step_length,
         )
         recent_successes.append(diagnostics["line_search_success"])
-        if evaluated_actor is not actor:
-            with torch.no_grad():
-                for averaged, current in zip(evaluated_actor.parameters(), actor.parameters()):
-                    averaged.lerp_(current, 1 - args.policy_ema_decay)
 
-        if args.vf_lbfgs_iters:
-            value_loss, skipped_value_steps = fit_critic_lbfgs(critic, b_obs, b_returns, args.vf_lbfgs_iters)
-        else:
-            if args.anneal_vf_lr:
-                critic_optimizer.param_groups[0]["lr"] = args.vf_lr * remaining
-            value_loss, skipped_value_steps = fit_critic(
-                critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
-            )
+        value_loss, skipped_value_steps = fit_critic(
+            critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
+        )
 
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
@@ -918,8 +796,6 @@ def main(args):
         writer.add_scalar("charts/SPS", sps, global_step)
         writer.add_scalar("charts/gamma", gamma, global_step)
         writer.add_scalar("losses/value_loss", value_loss, global_step)
-        if not args.vf_lbfgs_iters:
-            writer.add_scalar("losses/vf_lr", critic_optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/entropy", entropy, global_step)
         writer.add_scalar("trpo/ent_coef", net_ent_coef, global_step)
@@ -938,14 +814,14 @@ def main(args):
         )
 
         if args.eval_every and iteration % args.eval_every == 0:
-            eval_returns = evaluate(evaluated_actor, obs_rms, args, device)
+            eval_returns = evaluate(actor, obs_rms, args, device)
             writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
             print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.model"
         model = {
-            "actor": evaluated_actor.state_dict(),
+            "actor": actor.state_dict(),
             "critic": critic.state_dict(),
             "obs_rms": obs_rms.state_dict() if obs_rms is not None else None,
             "return_rms": return_rms.state_dict() if return_rms is not None else None,
@@ -953,18 +829,12 @@ def main(args):
         }
         torch.save(model, model_path)
         print(f"model saved to {model_path}")
-    eval_returns = evaluate(evaluated_actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
+    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
     # The final evaluation episode by episode, and its mean as the last point of the evaluation curve.
     for i, episodic_return in enumerate(eval_returns):
         writer.add_scalar("eval/final_episodic_return", episodic_return, i)
     writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
     print(f"eval: {summarize_evaluation(eval_returns)}")
-    if evaluated_actor is not actor:
-        # The same episodes for the last iterate, so the average is compared with it seed by seed.
-        last_iterate_returns = evaluate(actor, obs_rms, args, device)
-        for i, episodic_return in enumerate(last_iterate_returns):
-            writer.add_scalar("eval/last_iterate_final_episodic_return", episodic_return, i)
-        print(f"eval of the last iterate: {summarize_evaluation(last_iterate_returns)}")
 
     if args.track and args.capture_video:
         for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):

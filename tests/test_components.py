@@ -305,18 +305,6 @@ def test_damped_step_length_shortens_the_full_step_by_the_damping_share_of_the_c
     assert undamped_kl == pytest.approx(max_kl, rel=0.05) and damped_kl < 0.9 * undamped_kl
 
 
-def test_env_action_clips_or_squashes_the_policy_output_into_the_bounds():
-    low, high = np.array([0.0, -2.0]), np.array([1.0, 2.0])
-    outputs = np.array([[-5.0, 0.0], [0.5, 5.0], [0.0, -0.5]])
-    clipped = trpo_continuous.env_action(outputs, low, high, tanh_actions=False)
-    np.testing.assert_array_equal(clipped, [[0.0, 0.0], [0.5, 2.0], [0.0, -0.5]])
-    squashed = trpo_continuous.env_action(outputs, low, high, tanh_actions=True)
-    # An output of 0 lands mid-range, large ones near the bounds, and tanh keeps the order.
-    np.testing.assert_allclose(squashed[:, 0], [(1 + np.tanh(-5)) / 2, (1 + np.tanh(0.5)) / 2, 0.5])
-    np.testing.assert_allclose(squashed[:, 1], [0.0, 2 * np.tanh(5), 2 * np.tanh(-0.5)])
-    assert ((squashed >= low) & (squashed <= high)).all()
-
-
 def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
     args = trpo_continuous.Args(ent_coef_rate=0.5, min_ent_coef=1e-4)
     adapt = partial(trpo_continuous.adapt_entropy_coef, target_entropy=0.0, args=args)
@@ -330,22 +318,6 @@ def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
     assert trpo_continuous.adapt_entropy_coef(0.01, -0.8, -1.0, args) == pytest.approx(0.01 * np.exp(-0.1))
     args.ent_coef = 0.003
     assert trpo_continuous.adapt_entropy_coef(0.05, -5.0, None, args) == 0.003
-
-
-def test_lbfgs_critic_fits_a_smooth_target_and_undoes_a_nonfinite_fit():
-    critic = trpo_continuous.Critic(3, 64)
-    obs = torch.randn(512, 3)
-    returns = 2 * torch.sin(obs).sum(-1)
-    with torch.no_grad():
-        initial_loss = 0.5 * ((critic(obs) - returns) ** 2).mean().item()
-    loss, skipped = trpo_continuous.fit_critic_lbfgs(critic, obs, returns, iters=25)
-    assert skipped == 0 and loss < 0.05 * initial_loss
-
-    weights = parameters_to_vector(critic.parameters()).detach().clone()
-    returns[7] = float("nan")
-    loss, skipped = trpo_continuous.fit_critic_lbfgs(critic, obs, returns, iters=25)
-    assert np.isnan(loss) and skipped == 1
-    assert torch.equal(parameters_to_vector(critic.parameters()), weights)
 
 
 def test_running_mean_std_matches_numpy_over_batches():
