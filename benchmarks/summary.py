@@ -151,7 +151,8 @@ def table(out, env_id, threshold, labels):
     from benchmarks.report import permutation_p_value
 
     lines = [f"{env_id}: final evaluation (deterministic, 10 episodes), mean +- std over seeds", ""]
-    lines += [f"| row | seeds | mean +- std | seeds >= {threshold:g} | against {labels[0]} |", "|-|-|-|-|-|"]
+    reach = f"seeds >= {threshold:g}" if math.isfinite(threshold) else "threshold"
+    lines += [f"| row | seeds | mean +- std | {reach} | against {labels[0]} |", "|-|-|-|-|-|"]
     base = None
     for label in labels:
         paths = sorted((Path(out) / env_id / label).glob("seed*.json"), key=lambda path: int(path.stem[4:]))
@@ -166,7 +167,8 @@ def table(out, env_id, threshold, labels):
             difference = means.mean() - base.mean()
             p_value = permutation_p_value(means, base)
             against = f"{difference:+.1f}, p " + (f"= {p_value:.3f}" if p_value >= 0.001 else "< 0.001")
-        row = [label, seeds, f"{means.mean():.1f} +- {means.std():.1f}", str(int((means >= threshold).sum())), against]
+        reached = str(int((means >= threshold).sum())) if math.isfinite(threshold) else "-"
+        row = [label, seeds, f"{means.mean():.1f} +- {means.std():.1f}", reached, against]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

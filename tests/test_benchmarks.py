@@ -310,9 +310,9 @@ def test_report_compares_implementations_and_counts_seeds_over_a_threshold(tmp_p
     assert f"- ours - theirs: +2800.0 eval, permutation test p = {p_value:.3f} (3 and 3 seeds)" in markdown
 
 
-def test_every_file_linked_from_the_readme_and_results_pages_exists():
+def test_every_file_linked_from_the_readme_results_and_docs_pages_exists():
     pages = [REPO / "README.md", REPO / "benchmarks" / "RESULTS.md"]
-    pages += sorted((REPO / "benchmarks" / "results").glob("*.md"))
+    pages += sorted((REPO / "benchmarks" / "results").glob("*.md")) + sorted((REPO / "docs").glob("*.md"))
     checked = 0
     for page in pages:
         # Markdown links and images: [text](target) and ![alt](target); web addresses are not files.
