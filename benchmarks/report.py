@@ -23,6 +23,7 @@ per line, for that folder under every env. The name a row has can then follow wh
 """
 
 import argparse
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -30,31 +31,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.summary import read_events
 
 
 def read_scalars(run_folder):
-    """{tag: (steps, values)} from the TensorBoard logs of one run.
-
-    Each log folder is read as a whole, so the events a resumed run purged (those its interrupted
-    part logged after the checkpoint) are dropped, as TensorBoard itself does. The final evaluation's
-    games are logged at steps 0, 1, ..., which no resume purges: a run that finished, was resumed
-    with a larger budget and finished again holds two, and only the games of the last one are kept."""
-    scalars = {}
-    # runs/{run_name}/, nested one level deeper for ALE/... env ids.
-    for log_folder in sorted({path.parent for path in run_folder.glob("runs/**/events.out.tfevents.*")}):
-        accumulator = EventAccumulator(str(log_folder), size_guidance={"scalars": 0})
-        accumulator.Reload()
-        for tag in accumulator.Tags()["scalars"]:
-            events = accumulator.Scalars(tag)
-            if tag.endswith("final_episodic_return"):
-                last_start = max((i for i, e in enumerate(events) if e.step == 0), default=0)
-                events = events[last_start:]
-            steps, values = scalars.get(tag, ([], []))
-            scalars[tag] = (steps + [e.step for e in events], values + [e.value for e in events])
-    return {tag: (np.array(steps), np.array(values)) for tag, (steps, values) in scalars.items()}
+    """{tag: (steps, values)} from the TensorBoard logs of one run (summary.read_events)."""
+    return read_events(run_folder)[0]
 
 
 def read_labels(work):

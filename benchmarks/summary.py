@@ -44,15 +44,19 @@ CURVE_POINTS = 200
 
 
 def read_events(run_folder):
-    """({tag: (steps, values)}, wall-clock seconds) from the TensorBoard logs of one run.
+    """({tag: (steps, values)}, wall-clock seconds, {Args field: value as text}) from the TensorBoard
+    logs of one run; the last is {} for a run that logs no hyperparameters table (the references).
 
     Each log folder is read as a whole, so the events a resumed run purged are dropped, as TensorBoard
     does; of the final evaluation's games (logged at steps 0, 1, ...) only the last evaluation's are kept.
     The wall-clock is the time between the first and the last event of each log folder, summed."""
-    scalars, wall_clock = {}, 0.0
-    for log_folder in sorted({path.parent for path in run_folder.glob("runs/**/events.out.tfevents.*")}):
-        accumulator = EventAccumulator(str(log_folder), size_guidance={"scalars": 0})
+    scalars, wall_clock, args_table = {}, 0.0, {}
+    for log_folder in sorted({path.parent for path in Path(run_folder).glob("runs/**/events.out.tfevents.*")}):
+        accumulator = EventAccumulator(str(log_folder), size_guidance={"scalars": 0, "tensors": 0})
         accumulator.Reload()
+        if "hyperparameters/text_summary" in accumulator.Tags()["tensors"]:
+            text = accumulator.Tensors("hyperparameters/text_summary")[-1].tensor_proto.string_val[0].decode()
+            args_table = dict(re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, re.MULTILINE)[2:])
         times = []
         for tag in accumulator.Tags()["scalars"]:
             events = accumulator.Scalars(tag)
@@ -63,7 +67,8 @@ def read_events(run_folder):
             steps, values = scalars.get(tag, ([], []))
             scalars[tag] = (steps + [e.step for e in events], values + [e.value for e in events])
         wall_clock += max(times) - min(times) if times else 0.0
-    return {tag: (np.array(steps), np.array(values)) for tag, (steps, values) in scalars.items()}, wall_clock
+    scalars = {tag: (np.array(steps), np.array(values)) for tag, (steps, values) in scalars.items()}
+    return scalars, wall_clock, args_table
 
 
 def binned(steps, values, end, points=CURVE_POINTS):
@@ -88,17 +93,6 @@ def parse_machine(text):
     return cpu or None, versions
 
 
-def parse_args_table(run_folder):
-    """{field: value as text} from the hyperparameters table our scripts log, or {} (references)."""
-    for log_folder in sorted({path.parent for path in run_folder.glob("runs/**/events.out.tfevents.*")}):
-        accumulator = EventAccumulator(str(log_folder), size_guidance={"tensors": 0})
-        accumulator.Reload()
-        if "hyperparameters/text_summary" in accumulator.Tags()["tensors"]:
-            text = accumulator.Tensors("hyperparameters/text_summary")[-1].tensor_proto.string_val[0].decode()
-            return dict(re.findall(r"^\|([^|]+)\|([^|]*)\|$", text, re.MULTILINE)[2:])
-    return {}
-
-
 def summarize_run(run_folder, label, commit=None):
     """The summary dict of one finished run folder ({...}/{env}/{label}/seed{n}/)."""
     run_folder = Path(run_folder)
@@ -108,7 +102,7 @@ def summarize_run(run_folder, label, commit=None):
     script = Path(words[0]).name + (f" --algo={flags['algo']}" if "algo" in flags else "")
     machine = run_folder / "machine.txt"
     cpu, versions = parse_machine(machine.read_text() if machine.exists() else "")
-    scalars, wall_clock = read_events(run_folder)
+    scalars, wall_clock, args_table = read_events(run_folder)
     global_steps = int(
         max((steps.max() for tag, (steps, _) in scalars.items() if tag.startswith("charts/")), default=0)
     )
@@ -118,7 +112,7 @@ def summarize_run(run_folder, label, commit=None):
         "label": label,
         "env_id": flags["env-id"],
         "seed": int(flags["seed"]),
-        "args": parse_args_table(run_folder) or {key: value for key, value in flags.items() if key != "algo"},
+        "args": args_table or {key: value for key, value in flags.items() if key != "algo"},
         "command": command,
         "commit": commit,
         "machine": {"cpu": cpu, "gpu": None},
