@@ -87,7 +87,7 @@ class Args:
     num_envs: int = 8
     """the number of parallel environments"""
     # Eight times the updates of 8 x 1024 steps for the same samples: Breakout learns faster
-    # (benchmarks/RESULTS.md).
+    # (docs/trpo_atari.md).
     num_steps: int = 128
     """the number of steps per env per policy update"""
     gamma: float = 0.99
@@ -114,15 +114,15 @@ class Args:
     """cut a step that breaks a KL bound to where that KL would meet it (False: by backtrack_coeff)"""
     # Every step spends the trust region on the gradient's noise too, and random moves of the logits
     # lower the entropy: with a weak bonus a large max_kl collapses the policy, while a fixed strong
-    # one holds some games at the uniform policy (BeamRider, benchmarks/RESULTS.md). So the bonus
+    # one holds some games at the uniform policy (BeamRider, docs/trpo_atari.md). So the bonus
     # follows the entropy it is there to keep.
     ent_coef: float = 0.1
     """the initial coefficient of the entropy bonus in the surrogate objective"""
-    # At 90% Breakout levels off at about 8 points, at 80% it keeps rising (benchmarks/RESULTS.md).
+    # At 90% Breakout levels off at about 8 points, at 80% it keeps rising (docs/trpo_atari.md).
     target_entropy_frac: float = 0.8
     """if > 0, ent_coef adapts to hold the policy's entropy at this fraction of ln(number of actions)"""
     # The rate is per update: 0.125 per 1024 agent steps moves the bonus as fast as 1.0 per 8192,
-    # and 2.0 per 8192 overshoots when the entropy drops fast (Pong, benchmarks/RESULTS.md).
+    # and 2.0 per 8192 overshoots when the entropy drops fast (Pong, docs/trpo_atari.md).
     ent_coef_rate: float = 0.125
     """log(ent_coef) moves by this times (target entropy - entropy) / ln(number of actions) per update"""
     ent_decay: float = 1.0
@@ -153,7 +153,7 @@ class Args:
     """if toggled, run all layers of the critic's CNN but the last in bfloat16 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     # bfloat16 rounding moves the logits more than a small step does: the KL the line search measures
     # then exceeds the quadratic model's many times over, and once max_kl has shrunk every line
-    # search can fail (benchmarks/RESULTS.md). In float32 the model holds down to the smallest radius.
+    # search can fail (docs/trpo_atari.md). In float32 the model holds down to the smallest radius.
     bf16_policy: bool = False
     """if toggled, run all layers of the policy's CNN but the last in bfloat16: faster, but a small step's KL is then mostly rounding"""
     eval_episodes: int = 10

@@ -1,28 +1,21 @@
-"""Tables and learning curves from the TensorBoard logs that benchmarks/run.py leaves behind.
+"""The results sections of the docs pages and the README's headline table, rebuilt from the run summaries.
 
-For every env under the work folder: a markdown table (one row per implementation: final
-deterministic eval mean +- std over seeds, mean of the last 10 training episodes, steps per
-second, seeds), under it each pair of implementations with a permutation test of their eval
-means (and, for runs that also evaluated their last iterate, the two evaluations seed by seed with
-a paired test), and a PNG of episodic return against env steps (mean over seeds, shaded band of +- one
-std), written to the output folder; the tables are also printed.
+benchmarks/pages.json says which rows each page shows; every number comes from the compact summaries
+under benchmarks/results/runs/{env_id}/{label}/seed{n}.json (benchmarks/summary.py). A page's generated
+part sits between the lines BEGIN and END below; the text around them is left as it is. Each docs page
+also gets one plot, docs/{script}.png: a panel per env, at most four rows each.
 
-    python benchmarks/report.py --work benchmarks/work --out benchmarks/results
-    python benchmarks/report.py --work benchmarks/results/logs --thresholds HalfCheetah-v5=4000
-    python benchmarks/report.py --work benchmarks/results/atari-learning/logs --window 100000
+    python benchmarks/report.py           # rewrite every page's results and its plot
+    python benchmarks/report.py --check   # exit 1 if a committed page differs from what the summaries give
 
-With --plot ENV=NAME,NAME,... the PNG of ENV draws only those rows' curves, for envs with more rows
-than one axes can show apart; the tables keep every row.
-
-With --window N each page also gets, per implementation, the mean training-episode return and the
-mean policy entropy (losses/entropy) in each window [k N, (k + 1) N) of env steps, mean over seeds.
-
-A row is named after its folder, unless labels.txt in the work folder names it: one `FOLDER NAME`
-per line, for that folder under every env. The name a row has can then follow what its runs are
-(the defaults, or a variant of them) while the folders, and the event files in them, stay put.
+Metrics: a seed's final evaluation is the mean of its final deterministic evaluation's episodes; a row
+shows the mean +- std of those over its seeds, the training return over the last 10% of its steps (mean
+of the binned episodic returns there, then over seeds), how many seeds reach the table's threshold, and
+the difference of its mean from the first row's with a two-sided permutation test's p.
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -33,107 +26,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from benchmarks.summary import read_events
-
-
-def read_scalars(run_folder):
-    """{tag: (steps, values)} from the TensorBoard logs of one run (summary.read_events)."""
-    return read_events(run_folder)[0]
-
-
-def read_labels(work):
-    """{folder name: row name} from work/labels.txt (`FOLDER NAME` per line, # starts a comment), if any."""
-    path = work / "labels.txt"
-    if not path.exists():
-        return {}
-    labels = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        words = line.partition("#")[0].split()
-        if not words:
-            continue
-        if len(words) != 2:
-            raise SystemExit(f"report.py: error: {path}:{number}: expected `FOLDER NAME`, got {line.strip()!r}")
-        if words[0] in labels:
-            raise SystemExit(f"report.py: error: {path}:{number}: {words[0]} is already named {labels[words[0]]}")
-        labels[words[0]] = words[1]
-    return labels
-
-
-def summarize(seed_runs):
-    """One table row's numbers from the runs of one implementation on one env."""
-    # The final evaluation only: eval/episodic_return also holds the evaluations made during training.
-    evals = [runs["eval/final_episodic_return"][1].mean() for runs in seed_runs if "eval/final_episodic_return" in runs]
-    last_train = [
-        runs["charts/episodic_return"][1][-10:].mean() for runs in seed_runs if "charts/episodic_return" in runs
-    ]
-    sps = [runs["charts/SPS"][1][-1] for runs in seed_runs if "charts/SPS" in runs]
-    # A run that evaluates an average of its policy iterates also evaluates its last iterate.
-    last_iterate_pairs = [
-        (runs["eval/final_episodic_return"][1].mean(), runs["eval/last_iterate_final_episodic_return"][1].mean())
-        for runs in seed_runs
-        if "eval/final_episodic_return" in runs and "eval/last_iterate_final_episodic_return" in runs
-    ]
-    return {
-        "eval_mean": np.mean(evals) if evals else float("nan"),
-        "eval_std": np.std(evals) if evals else float("nan"),
-        "last10": np.mean(last_train) if last_train else float("nan"),
-        "sps": np.mean(sps) if sps else float("nan"),
-        "seeds": len(seed_runs),
-        "per_seed_eval": evals,
-        "last_iterate_pairs": last_iterate_pairs,
-        "last_step": max(steps.max() for runs in seed_runs for steps, _ in runs.values()),
-    }
-
-
-def curve(seed_runs, num_points=100):
-    """Episodic return on a common grid of env steps: per seed, a 10-episode running mean
-    interpolated onto the grid; returns (grid, mean, std) over seeds."""
-    series = [runs["charts/episodic_return"] for runs in seed_runs if "charts/episodic_return" in runs]
-    end = min(steps.max() for steps, _ in series)
-    grid = np.linspace(0, end, num_points)
-    smoothed = []
-    for steps, values in series:
-        order = np.argsort(steps, kind="stable")
-        steps, values = steps[order], values[order]
-        running = np.convolve(values, np.ones(10), "full")[: len(values)] / np.minimum(
-            np.arange(1, len(values) + 1), 10
-        )
-        smoothed.append(np.interp(grid, steps, running))
-    smoothed = np.array(smoothed)
-    return grid, smoothed.mean(0), smoothed.std(0)
-
-
-def step_label(steps):
-    """100000 -> 100k, 1000000 -> 1M."""
-    if steps >= 1_000_000 and steps % 1_000_000 == 0:
-        return f"{steps // 1_000_000}M"
-    return f"{steps / 1000:g}k" if steps >= 1000 else str(steps)
-
-
-def window_rows(name, seed_runs, window, end):
-    """Markdown rows of the mean of each tag ("score": charts/episodic_return, "entropy":
-    losses/entropy) in each window [start, start + window) of env steps up to end, mean over seeds."""
-    rows = []
-    for label, tag in (("score", "charts/episodic_return"), ("entropy", "losses/entropy")):
-        series = [runs[tag] for runs in seed_runs if tag in runs]
-        if not series:
-            continue
-        cells = []
-        for start in range(0, end, window):
-            chunks = [values[(steps >= start) & (steps < start + window)] for steps, values in series]
-            means = [chunk.mean() for chunk in chunks if len(chunk)]
-            cells.append(f"{np.mean(means):.2f}" if means else "")
-        rows.append(f"| {name} {label} | " + " | ".join(cells) + " |")
-    return rows
+RUNS = REPO / "benchmarks" / "results" / "runs"
+PAGES = REPO / "benchmarks" / "pages.json"
+BEGIN = "<!-- results: generated by benchmarks/report.py from benchmarks/pages.json; do not edit by hand -->"
+END = "<!-- end of generated results -->"
+# Flags that change nothing a run learns: where it starts from and how often it saves.
+NOT_RECIPE = ("--env-id", "--seed", "--resume", "--checkpoint-every")
 
 
 def permutation_p_value(a, b, permutations=100_000, seed=0):
     """Two-sided p-value for the difference of the means of samples a and b: the share of random
     relabellings of the pooled values whose difference of means is at least the observed one.
 
-    It assumes no shape of distribution, which matters for per-seed results that split into a
-    good and a poor mode. The relabellings are seeded and drawn over the sorted pooled values, so the
+    It assumes no shape of distribution, which matters for per-seed results that split into a good
+    and a poor mode. The relabellings are seeded and drawn over the sorted pooled values, so the
     p-value depends only on the two samples: not on their order, nor on the names of their rows."""
     pooled = np.sort(np.concatenate([a, b]))
     observed = abs(np.mean(a) - np.mean(b))
@@ -143,181 +49,223 @@ def permutation_p_value(a, b, permutations=100_000, seed=0):
     return (np.sum(differences >= observed * (1 - 1e-9)) + 1) / (permutations + 1)
 
 
-def paired_p_value(differences, permutations=100_000, seed=0):
-    """Two-sided p-value for a mean of paired differences (two evaluations of each seed's run): the
-    share of random sign flips of the differences whose mean is at least as far from 0 as the observed one."""
-    differences = np.asarray(differences)
-    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(permutations, len(differences)))
-    flipped = np.abs((signs * differences).mean(1))
-    return (np.sum(flipped >= abs(differences.mean()) * (1 - 1e-9)) + 1) / (permutations + 1)
+def load_runs(runs, env_id, label):
+    """{seed: summary} of one row, in seed order."""
+    paths = (Path(runs) / env_id / label).glob("seed*.json")
+    summaries = [json.loads(path.read_text()) for path in paths]
+    if not summaries:
+        raise SystemExit(f"report.py: error: no summaries at {Path(runs) / env_id / label}")
+    return {s["seed"]: s for s in sorted(summaries, key=lambda s: s["seed"])}
 
 
-def last_iterate_line(name, pairs):
-    """The bullet comparing an implementation's evaluated policy (an average of iterates) with its
-    last iterate, seed by seed."""
-    evals, last_iterates = np.array(pairs).T
-    return (
-        f"- {name} - its own last iterate (same runs and episodes, last iterate {last_iterates.mean():.1f} +- "
-        f"{last_iterates.std():.1f}): {(evals - last_iterates).mean():+.1f} eval, paired permutation test p = "
-        f"{paired_p_value(evals - last_iterates):.3f} ({len(pairs)} seeds)"
-    )
+def final_eval(summary):
+    return float(np.mean(summary["final_eval"]))
 
 
-def comparison_lines(per_seed_evals, threshold=None):
-    """Markdown bullets under an env's table: each pair of implementations (with 2+ evaluated seeds
-    each) with the difference of their eval means and its permutation p-value, and, given a
-    threshold, how many seeds of each reach it."""
-    lines = []
-    if threshold is not None:
-        lines += [
-            f"- {name}: {sum(value >= threshold for value in evals)} of {len(evals)} seeds reach eval >= {threshold:g}"
-            for name, evals in per_seed_evals.items()
-        ]
-    names = [name for name, evals in per_seed_evals.items() if len(evals) >= 2]
-    for i, first in enumerate(names):
-        for second in names[i + 1 :]:
-            a, b = np.array(per_seed_evals[first]), np.array(per_seed_evals[second])
-            lines.append(
-                f"- {first} - {second}: {a.mean() - b.mean():+.1f} eval, permutation test p = "
-                f"{permutation_p_value(a, b):.3f} ({len(a)} and {len(b)} seeds)"
-            )
-    return lines
+def training_return(summary, share=0.1):
+    """Mean of the binned training returns over the last `share` of the run's steps."""
+    points = [v for step, v in summary["curves"]["charts/episodic_return"] if v is not None]
+    steps = [step for step, v in summary["curves"]["charts/episodic_return"] if v is not None]
+    late = [v for step, v in zip(steps, points) if step >= (1 - share) * summary["global_steps"]]
+    return float(np.mean(late or points[-1:]))
 
 
-def report(work, out, thresholds=None, window=None, plotted=None):
-    """Write {env}.md and {env}.png for every env under work; return the markdown of all tables.
-
-    thresholds maps an env id to the eval return whose reach is counted per implementation; with a
-    window (env steps), each page also gets the table of window_rows; plotted maps an env id to the
-    row names whose curves its PNG draws (all of them for an env it does not name)."""
-    out.mkdir(parents=True, exist_ok=True)
-    thresholds = thresholds or {}
-    plotted = plotted or {}
-    labels = read_labels(work)
-    tables = []
-    for env_folder in sorted(p for p in work.iterdir() if p.is_dir()):
-        named_folders = sorted((labels.get(p.name, p.name), p) for p in env_folder.iterdir() if p.is_dir())
-        # Two folders under one row would mix their seeds; the later one's would replace the other's
-        # in the comparisons.
-        names = [name for name, _ in named_folders]
-        shared = sorted({name for name in names if names.count(name) > 1})
-        if shared:
-            raise SystemExit(f"report.py: error: two folders of {env_folder.name} are both named {shared[0]}")
-        unknown = sorted(set(plotted.get(env_folder.name, names)) - set(names))
-        if unknown:
-            raise SystemExit(f"report.py: error: --plot names {unknown[0]}, which is no row of {env_folder.name}")
-        curve_names = [name for name in names if name in plotted.get(env_folder.name, names)]
-        # The legend sits beside the axes, one line per curve: the figure grows with their number.
-        figure = plt.figure(figsize=(11, max(4.0, 0.25 * len(curve_names) + 1)))
-        rows, per_seed_evals, last_iterate_lines = [], {}, []
-        windows, window_end = [], 0
-        # Twenty distinct colours, the ten dark ones first, solid and then dashed, so that up to forty
-        # folders of one env never share a line style.
-        colours = plt.cm.tab20.colors[::2] + plt.cm.tab20.colors[1::2]
-        plt.gca().set_prop_cycle(plt.cycler(linestyle=["-", "--"]) * plt.cycler(color=colours))
-        for name, impl_folder in named_folders:
-            seeds = sorted(impl_folder.glob("seed*"), key=lambda folder: int(folder.name[len("seed") :]))
-            seed_runs = [read_scalars(seed) for seed in seeds]
-            seed_runs = [runs for runs in seed_runs if runs]
-            if not seed_runs:
-                continue
-            s = summarize(seed_runs)
-            if s["per_seed_eval"]:
-                per_seed_evals[name] = s["per_seed_eval"]
-            if len(s["last_iterate_pairs"]) >= 2:
-                last_iterate_lines.append(last_iterate_line(name, s["last_iterate_pairs"]))
-            per_seed = ", ".join(f"{value:.1f}" for value in s["per_seed_eval"])
-            # A run stopped before its end (or still going) has no final evaluation, only training episodes.
-            evaluation = (
-                f"{s['eval_mean']:.1f} +- {s['eval_std']:.1f}"
-                if s["per_seed_eval"]
-                else f"none (logs end at {s['last_step']:,} steps)"
-            )
-            rows.append(f"| {name} | {evaluation} | {s['last10']:.1f} | {s['sps']:.0f} | {s['seeds']} | {per_seed} |")
-            if window:
-                windows.append((name, seed_runs))
-                window_end = max(window_end, s["last_step"])
-            if name in curve_names and any("charts/episodic_return" in runs for runs in seed_runs):
-                grid, mean, std = curve(seed_runs)
-                (line,) = plt.plot(grid, mean, label=name)
-                plt.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
-        plt.title(
-            env_folder.name
-            if len(curve_names) == len(names)
-            else f"{env_folder.name}: {len(curve_names)} rows of the table"
-        )
-        plt.xlabel("env steps")
-        plt.ylabel("episodic return")
-        plt.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        plt.tight_layout()
-        figure.savefig(out / f"{env_folder.name}.png", dpi=100)
-        plt.close(figure)
-        comparisons = comparison_lines(per_seed_evals, thresholds.get(env_folder.name)) + last_iterate_lines
-        window_table = []
-        if windows:
-            # Windows up to the last logged step, rounded up to a whole window.
-            end = -(-window_end // window) * window
-            window_names = [f"{step_label(start)}-{step_label(start + window)}" for start in range(0, end, window)]
-            window_table = [
-                "| implementation, per window of env steps | " + " | ".join(window_names) + " |",
-                "|-|" + "-|" * len(window_names),
-                *[row for name, seed_runs in windows for row in window_rows(name, seed_runs, window, end)],
-                "",
-            ]
-        table = "\n".join(
-            [
-                f"### {env_folder.name}",
-                "",
-                "| implementation | eval mean +- std over seeds | last 10 training episodes | steps/s | seeds | eval per seed |",
-                "|-|-|-|-|-|-|",
-                *rows,
-                "",
-                *([*comparisons, ""] if comparisons else []),
-                *window_table,
-                f"![{env_folder.name}]({env_folder.name}.png)",
-                "",
-            ]
-        )
-        (out / f"{env_folder.name}.md").write_text(table)
-        tables.append(table)
-    return "\n".join(tables)
+def seed_range(seeds):
+    """[1, 2, 3, 5] -> '1-3, 5'."""
+    spans, start = [], seeds[0]
+    for previous, seed in zip(seeds, seeds[1:] + [None]):
+        if seed != previous + 1:
+            spans.append(f"{start}" if start == previous else f"{start}-{previous}")
+            start = seed
+    return ", ".join(spans)
 
 
-def main():
+def steps_label(steps):
+    """999424 -> '1M', 196608 -> '200k': the budget a run was given, to two significant digits."""
+    rounded = float(f"{steps:.2g}")
+    return f"{rounded / 1e6:g}M" if rounded >= 1e6 else f"{rounded / 1e3:g}k"
+
+
+def flag_pairs(command):
+    """[(flag, value or None), ...] of a run's command, without the script and NOT_RECIPE."""
+    words = command.split()[1:]
+    pairs = []
+    for i, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        flag, has_value, value = word.partition("=")
+        if not has_value and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            value, has_value = words[i + 1], True
+        if flag not in NOT_RECIPE and flag != "--algo":
+            pairs.append((flag, value if has_value else None))
+    return pairs
+
+
+def join_flags(pairs):
+    return " ".join(flag if value is None else f"{flag} {value}" for flag, value in pairs)
+
+
+def run_command(seed_runs, label):
+    """The benchmarks/run.py command that produced a row."""
+    first = next(iter(seed_runs.values()))
+    script = first["script"].split()
+    impl = f"sb3:{script[1].removeprefix('--algo=')}" if script[0] == "reference.py" else script[0]
+    seeds = " ".join(str(seed) for seed in seed_runs)
+    command = f"python benchmarks/run.py {impl} --envs {first['env_id']} --seeds {seeds} --label {label}"
+    flags = join_flags(flag_pairs(first["command"]))
+    return command + (f" -- {flags}" if flags else "")
+
+
+def machine_line(summaries):
+    """One line: the CPUs and GPUs the runs used and the versions of the packages that set the numbers."""
+    cpus = sorted({s["machine"]["cpu"] or "not recorded" for s in summaries})
+    gpus = sorted({s["machine"]["gpu"] for s in summaries if s["machine"]["gpu"]})
+    versions = []
+    for package in ("torch", "gymnasium", "mujoco", "ale-py", "numpy", "stable-baselines3", "sb3-contrib"):
+        found = sorted({s["versions"][package] for s in summaries if package in s["versions"]})
+        if found:
+            versions.append(f"{package} {' / '.join(found)}")
+    if not versions:
+        versions = ["not recorded"]
+    hardware = f"CPU: {' / '.join(cpus)}; GPU: {' / '.join(gpus) or 'none'}"
+    return f"{hardware}; one torch thread per run; versions: {', '.join(versions)}."
+
+
+def env_table(runs, table):
+    """The markdown of one env's table, and its rows' summaries for the plot."""
+    env_id, threshold = table["env"], table.get("threshold")
+    rows = [(name, label, load_runs(runs, env_id, label)) for label, name in table["rows"]]
+    reach = [f"seeds >= {threshold:g}"] if threshold is not None else []
+    header = ["row", "flags", "steps", "seeds", "final eval, mean +- std", "training return, last 10%", *reach]
+    lines = [f"### {env_id}", "", "| " + " | ".join([*header, f"against {rows[0][0]}"]) + " |"]
+    lines.append("|-" * (len(header) + 1) + "|")
+    base = None
+    for name, _, seed_runs in rows:
+        first = next(iter(seed_runs.values()))
+        flags = join_flags(pair for pair in flag_pairs(first["command"]) if pair[0] != "--total-timesteps")
+        evals = np.array([final_eval(s) for s in seed_runs.values()])
+        trained = np.mean([training_return(s) for s in seed_runs.values()])
+        steps = steps_label(max(s["global_steps"] for s in seed_runs.values()))
+        cells = [name, f"`{flags}`" if flags else "", steps, seed_range(list(seed_runs))]
+        cells += [f"{evals.mean():.1f} +- {evals.std():.1f}", f"{trained:.1f}"]
+        if reach:
+            cells.append(f"{int((evals >= threshold).sum())} of {len(evals)}")
+        if base is None:
+            base, against = evals, "base"
+        elif min(len(base), len(evals)) < 2:
+            against = f"{evals.mean() - base.mean():+.1f}"
+        else:
+            p_value = permutation_p_value(evals, base)
+            against = f"{evals.mean() - base.mean():+.1f}, p " + (f"= {p_value:.3f}" if p_value >= 0.001 else "< 0.001")
+        lines.append("| " + " | ".join([*cells, against]) + " |")
+    lines += ["", machine_line([s for _, _, seed_runs in rows for s in seed_runs.values()]), ""]
+    lines += [f"- {name}: `{run_command(seed_runs, label)}`" for name, label, seed_runs in rows]
+    return lines + [""], rows
+
+
+def ablation_table(runs, ablations):
+    """One row per setting tried: its flags beyond the base row's, and its difference from the base on shared seeds."""
+    lines = [
+        "| setting | flags beyond the defaults | env | seeds | final eval | difference | p |",
+        "|-|-|-|-|-|-|-|",
+    ]
+    for item in ablations:
+        base, runs_of = load_runs(runs, item["env"], item["base"]), load_runs(runs, item["env"], item["label"])
+        shared = [seed for seed in runs_of if seed in base]
+        evals = np.array([final_eval(runs_of[seed]) for seed in shared])
+        base_evals = np.array([final_eval(base[seed]) for seed in shared])
+        base_flags = flag_pairs(next(iter(base.values()))["command"])
+        flags = [pair for pair in flag_pairs(next(iter(runs_of.values()))["command"]) if pair not in base_flags]
+        p_value = f"{permutation_p_value(evals, base_evals):.3f}" if len(shared) >= 2 else "-"
+        cells = [item["name"], f"`{join_flags(flags)}`" if flags else "(none)", item["env"], seed_range(shared)]
+        cells += [f"{evals.mean():.1f}", f"{evals.mean() - base_evals.mean():+.1f}", p_value]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def plot(tables, path):
+    """One PNG: a panel per env, its first four rows' mean training return (band: +- one std over seeds)."""
+    columns = min(3, len(tables))
+    rows_of_panels = -(-len(tables) // columns)
+    figure, axes = plt.subplots(rows_of_panels, columns, figsize=(4.5 * columns, 3.4 * rows_of_panels), squeeze=False)
+    for axis in axes.flat[len(tables) :]:
+        axis.set_visible(False)
+    for axis, (env_id, rows) in zip(axes.flat, tables):
+        for name, _, seed_runs in rows[:4]:
+            end = min(s["global_steps"] for s in seed_runs.values())
+            grid = np.linspace(0, end, 100)
+            curves = []
+            for s in seed_runs.values():
+                points = [(step, v) for step, v in s["curves"]["charts/episodic_return"] if v is not None]
+                curves.append(np.interp(grid, *np.array(points).T))
+            mean, std = np.mean(curves, 0), np.std(curves, 0)
+            (line,) = axis.plot(grid, mean, label=name)
+            axis.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+        axis.set_title(env_id, fontsize="medium")
+        axis.set_xlabel("steps")
+        axis.set_ylabel("training episodic return")
+        axis.legend(fontsize="x-small")
+    figure.tight_layout()
+    # No timestamp or software version in the file, so the same summaries give the same bytes.
+    figure.savefig(path, dpi=80, metadata={"Software": None})
+    plt.close(figure)
+
+
+def headline(runs, rows):
+    """The README's table: per row, the env, the implementation, its steps, seeds and final eval, and the command."""
+    lines = ["| env | implementation | steps | seeds | final eval, mean +- std | command |", "|-|-|-|-|-|-|"]
+    for env_id, label, name in rows:
+        seed_runs = load_runs(runs, env_id, label)
+        evals = np.array([final_eval(s) for s in seed_runs.values()])
+        steps = steps_label(max(s["global_steps"] for s in seed_runs.values()))
+        cells = [env_id, name, steps, seed_range(list(seed_runs)), f"{evals.mean():.1f} +- {evals.std():.1f}"]
+        lines.append("| " + " | ".join([*cells, f"`{run_command(seed_runs, label)}`"]) + " |")
+    return lines + [""]
+
+
+def render(page, spec, runs, repo):
+    """(new text of the page, [(env_id, rows)] for its plot)."""
+    generated, plotted = [], []
+    for table in spec.get("tables", []):
+        lines, rows = env_table(runs, table)
+        generated += lines
+        plotted.append((table["env"], rows))
+    if plotted:
+        generated += [f"![learning curves]({Path(page).stem}.png)", ""]
+    if spec.get("ablations"):
+        generated += ["### Ablations", "", *ablation_table(runs, spec["ablations"])]
+    if spec.get("headline"):
+        generated += headline(runs, spec["headline"])
+    text = (repo / page).read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"report.py: error: {page} has no results markers")
+    before, rest = text.split(BEGIN, 1)
+    after = rest.split(END, 1)[1]
+    return before + BEGIN + "\n\n" + "\n".join(generated) + END + after, plotted
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", type=Path, default=REPO / "benchmarks" / "work")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
-    parser.add_argument(
-        "--thresholds",
-        nargs="*",
-        default=[],
-        metavar="ENV=RETURN",
-        help="count the seeds whose eval reaches RETURN on ENV, e.g. HalfCheetah-v5=4000",
-    )
-    parser.add_argument(
-        "--plot",
-        nargs="*",
-        default=[],
-        metavar="ENV=NAME,NAME",
-        help="draw only these rows' curves in ENV's plot (its table keeps every row)",
-    )
-    parser.add_argument(
-        "--window",
-        type=int,
-        metavar="STEPS",
-        help="add a table of mean training return and entropy per window of STEPS env steps",
-    )
-    args = parser.parse_args()
-    thresholds = {}
-    for item in args.thresholds:
-        env_id, _, value = item.partition("=")
-        thresholds[env_id] = float(value)
-    plotted = {}
-    for item in args.plot:
-        env_id, _, names = item.partition("=")
-        plotted[env_id] = set(names.split(","))
-    print(report(args.work, args.out, thresholds, args.window, plotted))
+    parser.add_argument("--check", action="store_true", help="only compare the committed pages with the summaries")
+    parser.add_argument("--pages", type=Path, default=PAGES)
+    parser.add_argument("--runs", type=Path, default=RUNS)
+    parser.add_argument("--repo", type=Path, default=REPO, help="the folder the pages' paths start from")
+    args = parser.parse_args(argv)
+    stale = []
+    for page, spec in json.loads(args.pages.read_text()).items():
+        text, plotted = render(page, spec, args.runs, args.repo)
+        if args.check:
+            if text != (args.repo / page).read_text():
+                stale.append(page)
+            continue
+        (args.repo / page).write_text(text)
+        if plotted:
+            plot(plotted, (args.repo / page).with_suffix(".png"))
+    if stale:
+        print(f"report.py: stale, rebuild with python benchmarks/report.py: {', '.join(stale)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

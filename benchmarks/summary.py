@@ -6,13 +6,6 @@ summaries of all of them, or of the labels named:
 
     python benchmarks/summary.py --work benchmarks/work --out benchmarks/results/runs
     python benchmarks/summary.py --work benchmarks/work --labels trpo_continuous sb3-contrib-trpo
-
-With --table ENV=THRESHOLD ... it instead prints, from the summaries under --out, one markdown table
-per env: a row per label (the first is the base), the final deterministic evaluation's mean +- std
-over seeds (the std of the seeds' means), how many seeds reach the threshold, and the difference of
-the mean from the base's with its permutation p-value:
-
-    python benchmarks/summary.py --table Hopper-v5=3000 --labels trpo_continuous sb3-contrib-trpo
 """
 
 import argparse
@@ -69,6 +62,11 @@ def read_events(run_folder):
         wall_clock += max(times) - min(times) if times else 0.0
     scalars = {tag: (np.array(steps), np.array(values)) for tag, (steps, values) in scalars.items()}
     return scalars, wall_clock, args_table
+
+
+def read_scalars(run_folder):
+    """{tag: (steps, values)} from the TensorBoard logs of one run."""
+    return read_events(run_folder)[0]
 
 
 def binned(steps, values, end, points=CURVE_POINTS):
@@ -136,56 +134,19 @@ def write_summary(summary, out):
     return path
 
 
-def final_eval_mean(summary):
-    return float(np.mean(summary["final_eval"])) if summary["final_eval"] else math.nan
-
-
-def table(out, env_id, threshold, labels):
-    """The markdown table of the labels' summaries on one env (the first label is the base)."""
-    from benchmarks.report import permutation_p_value
-
-    lines = [f"{env_id}: final evaluation (deterministic, 10 episodes), mean +- std over seeds", ""]
-    reach = f"seeds >= {threshold:g}" if math.isfinite(threshold) else "threshold"
-    lines += [f"| row | seeds | mean +- std | {reach} | against {labels[0]} |", "|-|-|-|-|-|"]
-    base = None
-    for label in labels:
-        paths = sorted((Path(out) / env_id / label).glob("seed*.json"), key=lambda path: int(path.stem[4:]))
-        means = np.array([final_eval_mean(json.loads(path.read_text())) for path in paths])
-        if not len(means):
-            continue
-        seeds = ",".join(path.stem[4:] for path in paths)
-        against = "base"
-        if base is None:
-            base = means
-        else:
-            difference = means.mean() - base.mean()
-            p_value = permutation_p_value(means, base)
-            against = f"{difference:+.1f}, p " + (f"= {p_value:.3f}" if p_value >= 0.001 else "< 0.001")
-        reached = str(int((means >= threshold).sum())) if math.isfinite(threshold) else "-"
-        row = [label, seeds, f"{means.mean():.1f} +- {means.std():.1f}", reached, against]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", help="a folder laid out by run.py")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "runs"))
     parser.add_argument("--labels", nargs="+", help="only these labels (default: all)")
     parser.add_argument("--commit", help="the commit of the code that ran, if known")
-    parser.add_argument("--table", nargs="+", metavar="ENV=THRESHOLD", help="print tables instead")
     args = parser.parse_args()
-    if args.table:
-        for item in args.table:
-            env_id, _, threshold = item.partition("=")
-            print(table(args.out, env_id, float(threshold or "nan"), args.labels) + "\n")
-        return
     for folder in sorted(Path(args.work).glob("*/*/seed*")):
         label = folder.parent.name
         if args.labels and label not in args.labels or not (folder / "command.txt").exists():
             continue
         summary = summarize_run(folder, label, args.commit)
-        print(f"{write_summary(summary, args.out)}: final eval {final_eval_mean(summary):.2f}")
+        print(f"{write_summary(summary, args.out)}: final eval {np.mean(summary['final_eval'] or [math.nan]):.2f}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import ppo_atari
 import ppo_atari_multigpu
 import trpo_atari
 import trpo_atari_multigpu
-from benchmarks.report import read_scalars
+from benchmarks.summary import read_scalars
 from tests.test_scripts import SCRIPTS, eval_mean, run_main, run_script
 
 TINY_ATARI = [

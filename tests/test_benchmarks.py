@@ -1,4 +1,5 @@
-"""benchmarks/run.py and benchmarks/report.py on a tiny grid they run themselves; memory.py's batches;
+"""benchmarks/run.py, summary.py and report.py on a tiny grid they run themselves and on fixture summaries;
+memory.py's batches;
 fvp_atari.py's warm-started CG and its probe of the training run; directions_atari.py's probe."""
 
 import importlib
@@ -66,43 +67,12 @@ def test_runner_writes_a_compact_summary_of_each_run(tiny_grid):
         )
 
 
-def test_summary_table_gives_each_label_its_seeds_mean_and_difference(tmp_path):
-    for label, returns in {"base": [[1.0, 3.0], [4.0, 4.0]], "other": [[0.0], [1.0], [2.0]]}.items():
-        for seed, final_eval in enumerate(returns, start=1):
-            summary = {"env_id": "Env-v0", "label": label, "seed": seed, "final_eval": final_eval}
-            summary_module.write_summary(summary, tmp_path)
-    rows = summary_module.table(tmp_path, "Env-v0", 3.0, ["base", "other"]).splitlines()[-2:]
-    assert rows[0] == "| base | 1,2 | 3.0 +- 1.0 | 1 | base |"
-    assert rows[1].startswith("| other | 1,2,3 | 1.0 +- 0.8 | 0 | -2.0, p = ")
-
-
 def test_summary_curves_are_bin_means_that_skip_non_finite_values():
     steps, values = np.arange(1000), np.where(np.arange(1000) % 2, np.nan, 1.0 * np.arange(1000))
     curve = summary_module.binned(steps, values, end=1000, points=10)
     assert len(curve) == 10
     assert curve[0] == [round(np.mean(np.arange(100))), np.mean(np.arange(0, 100, 2))]
     assert summary_module.binned(np.array([5]), np.array([np.nan]), end=10) == [[5, None]]
-
-
-def test_report_table_matches_the_runs_and_writes_a_png(tiny_grid, tmp_path):
-    work, _, _ = tiny_grid
-    markdown = report_module.report(work, tmp_path)
-    rows = [line for line in markdown.splitlines() if line.startswith("| trpo_discrete |")]
-    assert len(rows) == 1
-    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
-    eval_mean, eval_std = (float(x) for x in cells[1].split("+-"))
-    # The table's eval column is the mean over seeds of each run's printed evaluation mean.
-    printed = []
-    for seed in (1, 2):
-        log = (work / "CartPole-v1" / "trpo_discrete" / f"seed{seed}" / "stdout.log").read_text()
-        printed.append(float(re.search(r"^eval: mean return (-?[\d.]+)", log, re.MULTILINE).group(1)))
-    assert eval_mean == pytest.approx(np.mean(printed), abs=0.06)
-    assert eval_std == pytest.approx(np.std(printed), abs=0.06)
-    assert cells[4] == "2"
-    assert float(cells[3]) > 0  # steps per second
-    png = tmp_path / "CartPole-v1.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
-    assert (tmp_path / "CartPole-v1.md").read_text().startswith("### CartPole-v1")
 
 
 def test_runner_continues_a_stopped_run_from_its_checkpoint(tmp_path, monkeypatch):
@@ -133,113 +103,6 @@ def test_runner_continues_a_stopped_run_from_its_checkpoint(tmp_path, monkeypatc
     )
 
 
-def test_report_marks_a_run_without_evaluation_with_where_its_logs_end(tmp_path):
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(tmp_path / "work" / "PongNoFrameskip-v4" / "ppo_atari" / "seed1" / "runs" / "the_run")
-    for step, game_return in [(1000, -21.0), (2500, -20.0)]:
-        writer.add_scalar("charts/episodic_return", game_return, step)
-    writer.add_scalar("charts/SPS", 100, 3072)
-    writer.add_scalar("eval/episodic_return", -19.0, 2048)  # an evaluation during training is not the final one
-    writer.close()
-    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
-    assert "| ppo_atari | none (logs end at 3,072 steps) | -20.5 | 100 | 1 |  |" in markdown
-
-
-def test_report_lists_per_seed_evaluations_in_seed_order(tmp_path):
-    from torch.utils.tensorboard import SummaryWriter
-
-    for seed, evaluation in [(10, 300.0), (2, 200.0), (1, 100.0)]:
-        writer = SummaryWriter(tmp_path / "work" / "CartPole-v1" / "trpo_discrete" / f"seed{seed}" / "runs" / "run")
-        writer.add_scalar("charts/episodic_return", evaluation, 1000)
-        writer.add_scalar("charts/SPS", 100, 1000)
-        writer.add_scalar("eval/final_episodic_return", evaluation, 0)
-        writer.close()
-    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
-    assert "| 3 | 100.0, 200.0, 300.0 |" in markdown  # seed10 after seed2, not after seed1
-
-
-def test_report_names_a_row_as_labels_txt_says_and_sorts_by_that_name(tmp_path):
-    from torch.utils.tensorboard import SummaryWriter
-
-    for folder, evaluation in [("trpo_continuous", 100.0), ("trpo_continuous-logstd-1", 200.0), ("zeta", 300.0)]:
-        writer = SummaryWriter(tmp_path / "work" / "Hopper-v5" / folder / "seed1" / "runs" / "run")
-        writer.add_scalar("charts/episodic_return", evaluation, 1000)
-        writer.add_scalar("eval/final_episodic_return", evaluation, 0)
-        writer.close()
-    labels = "# the defaults moved\ntrpo_continuous trpo_continuous-base\n\ntrpo_continuous-logstd-1 trpo_continuous  # now\n"
-    (tmp_path / "work" / "labels.txt").write_text(labels)
-    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
-    rows = [line.split(" | ")[:2] for line in markdown.splitlines() if line.startswith("| ") and "eval" not in line]
-    assert rows == [
-        ["| trpo_continuous", "200.0 +- 0.0"],
-        ["| trpo_continuous-base", "100.0 +- 0.0"],
-        ["| zeta", "300.0 +- 0.0"],
-    ]
-
-
-@pytest.mark.parametrize(
-    "labels, message",
-    [
-        ("trpo_continuous\n", r"labels.txt:1: expected `FOLDER NAME`, got 'trpo_continuous'"),
-        ("# a comment\na b c\n", r"labels.txt:2: expected `FOLDER NAME`, got 'a b c'"),
-        ("a b\na c\n", r"labels.txt:2: a is already named b"),
-        ("trpo_continuous zeta\n", r"two folders of Hopper-v5 are both named zeta"),
-    ],
-)
-def test_report_refuses_labels_txt_that_is_malformed_or_merges_two_folders(tmp_path, labels, message):
-    from torch.utils.tensorboard import SummaryWriter
-
-    for folder in ["trpo_continuous", "zeta"]:
-        writer = SummaryWriter(tmp_path / "work" / "Hopper-v5" / folder / "seed1" / "runs" / "run")
-        writer.add_scalar("eval/final_episodic_return", 100.0, 0)
-        writer.close()
-    (tmp_path / "work" / "labels.txt").write_text(labels)
-    with pytest.raises(SystemExit, match=message):
-        report_module.report(tmp_path / "work", tmp_path / "out")
-
-
-def test_report_keeps_only_the_last_final_evaluation_of_a_run_resumed_after_it_finished(tmp_path):
-    from torch.utils.tensorboard import SummaryWriter
-
-    run_folder = tmp_path / "work" / "BreakoutNoFrameskip-v4" / "trpo_atari" / "seed1" / "runs" / "run"
-    first = SummaryWriter(run_folder)  # finishes at 1M steps with its final evaluation
-    first.add_scalar("charts/episodic_return", 5.0, 1_000_000)
-    for game, score in enumerate([4.0, 6.0, 8.0]):
-        first.add_scalar("eval/final_episodic_return", score, game)
-    first.close()
-    resumed = SummaryWriter(run_folder, purge_step=983_041)  # resumed from a checkpoint with a larger budget
-    resumed.add_scalar("charts/episodic_return", 9.0, 2_500_000)
-    resumed.add_scalar("charts/SPS", 100, 2_500_000)
-    for game, score in enumerate([20.0, 30.0]):
-        resumed.add_scalar("eval/final_episodic_return", score, game)
-    resumed.close()
-    assert list(report_module.read_scalars(run_folder.parent.parent)["eval/final_episodic_return"][1]) == [20, 30]
-    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
-    assert "| trpo_atari | 25.0 +- 0.0 | 9.0 | 100 | 1 | 25.0 |" in markdown
-
-
-def test_report_plots_only_the_rows_it_is_given_and_keeps_every_row_in_the_table(tmp_path, monkeypatch):
-    from torch.utils.tensorboard import SummaryWriter
-
-    for folder in ["ours", "theirs", "variant"]:
-        writer = SummaryWriter(tmp_path / "work" / "Hopper-v5" / folder / "seed1" / "runs" / "run")
-        writer.add_scalar("charts/episodic_return", 100.0, 1000)
-        writer.add_scalar("eval/final_episodic_return", 100.0, 0)
-        writer.close()
-    drawn = []
-    plot = report_module.plt.plot
-    monkeypatch.setattr(report_module.plt, "plot", lambda *a, **kw: drawn.append(kw["label"]) or plot(*a, **kw))
-    markdown = report_module.report(tmp_path / "work", tmp_path / "all")
-    assert drawn == ["ours", "theirs", "variant"]
-    drawn.clear()
-    plotted = {"Hopper-v5": {"ours", "theirs"}, "Walker2d-v5": {"variant"}}
-    assert report_module.report(tmp_path / "work", tmp_path / "some", plotted=plotted) == markdown
-    assert drawn == ["ours", "theirs"]
-    with pytest.raises(SystemExit, match="--plot names ourz, which is no row of Hopper-v5"):
-        report_module.report(tmp_path / "work", tmp_path / "typo", plotted={"Hopper-v5": {"ours", "ourz"}})
-
-
 def test_permutation_p_value_is_the_exact_share_of_relabellings_for_small_samples():
     import itertools
 
@@ -262,57 +125,103 @@ def test_permutation_p_value_is_the_exact_share_of_relabellings_for_small_sample
     assert report_module.permutation_p_value(c, a) == report_module.permutation_p_value(a[::-1], c[::-1])
 
 
-def test_paired_p_value_is_the_exact_share_of_sign_flips_and_the_report_pairs_an_average_with_its_last_iterate(
-    tmp_path,
-):
-    import itertools
+def write_page(folder, spec, before="# A page\n\nText above.\n\n", after="\nText below.\n"):
+    """A page with stale generated text between the markers, and pages.json naming it; returns their paths."""
+    page = folder / "docs" / "page.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(before + report_module.BEGIN + "\nstale\n" + report_module.END + after)
+    pages = folder / "pages.json"
+    pages.write_text(json.dumps({"docs/page.md": spec}))
+    return page, pages
 
-    from torch.utils.tensorboard import SummaryWriter
 
-    differences = np.array([300.0, 250.0, 400.0, -50.0, 200.0])
-    flipped = [abs((differences * signs).mean()) for signs in itertools.product([-1, 1], repeat=5)]
-    exact = np.mean(np.array(flipped) >= abs(differences.mean()) - 1e-9)
-    assert exact == pytest.approx(4 / 32)
-    assert report_module.paired_p_value(differences) == pytest.approx(exact, abs=0.005)
-    assert report_module.paired_p_value(np.array([100.0, -100.0])) == 1.0
+def fake_summary(label, seed, final_eval, command_flags="", steps=1000):
+    curve = [[step, float(step)] for step in range(0, steps + 1, 100)]
+    return {
+        "script": "trpo_continuous.py",
+        "label": label,
+        "env_id": "Env-v0",
+        "seed": seed,
+        "command": f"/x/trpo_continuous.py --env-id=Env-v0 --seed={seed} {command_flags}".strip(),
+        "machine": {"cpu": "CPU X", "gpu": None},
+        "versions": {"torch": "2.13.0", "numpy": "2.4.6"},
+        "global_steps": steps,
+        "final_eval": final_eval,
+        "curves": {"charts/episodic_return": curve},
+    }
 
-    for seed, (average, last_iterate) in enumerate([(3000.0, 2500.0), (3200.0, 3300.0), (1000.0, 900.0)], start=1):
-        writer = SummaryWriter(tmp_path / "work" / "Hopper-v5" / "averaged" / f"seed{seed}" / "runs" / "run")
-        for episode in range(2):
-            writer.add_scalar("eval/final_episodic_return", average, episode)
-            writer.add_scalar("eval/last_iterate_final_episodic_return", last_iterate, episode)
-        writer.close()
-    markdown = report_module.report(tmp_path / "work", tmp_path / "out")
-    p_value = report_module.paired_p_value(np.array([500.0, -100.0, 100.0]))
+
+def test_report_rebuilds_a_page_between_its_markers_with_the_runs_printed_evaluations(tiny_grid, tmp_path):
+    work, _, _ = tiny_grid
+    spec = {"tables": [{"env": "CartPole-v1", "threshold": 10, "rows": [["trpo_discrete", "ours"]]}]}
+    page, pages = write_page(tmp_path, spec)
+    argv = ["--pages", str(pages), "--runs", str(work / "summaries"), "--repo", str(tmp_path)]
+    assert report_module.main(argv) == 0
+    text = page.read_text()
+    assert text.startswith("# A page\n\nText above.\n\n" + report_module.BEGIN) and text.endswith("\nText below.\n")
+    assert "stale" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| ours |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    printed = []
+    for seed in (1, 2):
+        log = (work / "CartPole-v1" / "trpo_discrete" / f"seed{seed}" / "stdout.log").read_text()
+        printed.append(float(re.search(r"^eval: mean return (-?[\d.]+)", log, re.MULTILINE).group(1)))
+    mean, std = (float(x) for x in cells[4].split("+-"))
+    assert mean == pytest.approx(np.mean(printed), abs=0.06) and std == pytest.approx(np.std(printed), abs=0.06)
+    assert cells[1] == "`--num-envs 2 --num-steps 128 --eval-episodes 3`" and cells[3] == "1-2"
+    assert cells[6] == f"{sum(value >= 10 for value in printed)} of 2" and cells[7] == "base"
     assert (
-        "- averaged - its own last iterate (same runs and episodes, last iterate 2233.3 +- 997.8): +166.7 eval, "
-        f"paired permutation test p = {p_value:.3f} (3 seeds)"
-    ) in markdown
-    assert "| averaged | 2400.0 +- 993.3 |" in markdown
+        "- ours: `python benchmarks/run.py trpo_discrete.py --envs CartPole-v1 --seeds 1 2 --label trpo_discrete"
+        in text
+    )
+    png = page.with_suffix(".png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # A second render gives the same bytes, and --check agrees until the page is edited.
+    assert report_module.main(argv) == 0
+    assert page.read_text() == text and page.with_suffix(".png").read_bytes() == png
+    assert report_module.main([*argv, "--check"]) == 0
+    page.write_text(text.replace(cells[4], "1.0 +- 0.0"))
+    assert report_module.main([*argv, "--check"]) == 1
 
 
-def test_report_compares_implementations_and_counts_seeds_over_a_threshold(tmp_path):
-    from torch.utils.tensorboard import SummaryWriter
+def test_report_compares_rows_with_the_first_and_ablations_with_their_base_on_shared_seeds(tmp_path):
+    runs = tmp_path / "runs"
+    for seed, value in zip((1, 2, 3), (100.0, 200.0, 300.0)):
+        summary_module.write_summary(fake_summary("base", seed, [value, value]), runs)
+    for seed, value in zip((2, 3, 4), (250.0, 350.0, 9000.0)):
+        summary_module.write_summary(fake_summary("tuned", seed, [value], "--gamma 0.9 --no-norm-obs"), runs)
+    table = {"env": "Env-v0", "threshold": 260, "rows": [["base", "defaults"], ["tuned", "tuned"]]}
+    ablation = {"env": "Env-v0", "base": "base", "label": "tuned", "name": "lower gamma"}
+    page, pages = write_page(tmp_path, {"tables": [table], "ablations": [ablation]})
+    assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
+    lines = page.read_text().splitlines()
+    tuned = next(line for line in lines if line.startswith("| tuned |"))
+    p_value = report_module.permutation_p_value(np.array([250.0, 350.0, 9000.0]), np.array([100.0, 200.0, 300.0]))
+    mean, std = np.mean([250.0, 350.0, 9000.0]), np.std([250.0, 350.0, 9000.0])
+    # Training return over the last 10% of 1000 steps: the curve's points at 900 and 1000.
+    assert f"| 2-4 | {mean:.1f} +- {std:.1f} | 950.0 | 2 of 3 | {mean - 200:+.1f}, p = {p_value:.3f} |" in tuned
+    assert "CPU: CPU X; GPU: none; one torch thread per run; versions: torch 2.13.0, numpy 2.4.6." in lines
+    # The ablation row: only the flags beyond the base's, and the difference on seeds 2 and 3 alone.
+    shared_p = report_module.permutation_p_value(np.array([250.0, 350.0]), np.array([200.0, 300.0]))
+    assert f"| lower gamma | `--gamma 0.9 --no-norm-obs` | Env-v0 | 2-3 | 300.0 | +50.0 | {shared_p:.3f} |" in lines
 
-    evaluations = {"ours": [5000.0, 5200.0, 1500.0], "theirs": [1000.0, 1200.0, 1100.0]}
-    for name, values in evaluations.items():
-        for seed, evaluation in enumerate(values, start=1):
-            writer = SummaryWriter(tmp_path / "work" / "HalfCheetah-v5" / name / f"seed{seed}" / "runs" / "run")
-            writer.add_scalar("charts/episodic_return", evaluation, 1000)
-            writer.add_scalar("eval/final_episodic_return", evaluation, 0)
-            writer.close()
-    markdown = report_module.report(tmp_path / "work", tmp_path / "out", {"HalfCheetah-v5": 4000})
-    assert "- ours: 2 of 3 seeds reach eval >= 4000" in markdown
-    assert "- theirs: 0 of 3 seeds reach eval >= 4000" in markdown
-    # The best 3 of 6 values form "ours" in 1 of the 20 splits (and in its mirror): p = 2/20.
-    p_value = report_module.permutation_p_value(np.array(evaluations["ours"]), np.array(evaluations["theirs"]))
-    assert p_value == pytest.approx(0.1, abs=0.005)
-    assert f"- ours - theirs: +2800.0 eval, permutation test p = {p_value:.3f} (3 and 3 seeds)" in markdown
+
+def test_report_refuses_a_page_without_markers_or_a_row_without_summaries(tmp_path):
+    page, pages = write_page(tmp_path, {"tables": [{"env": "Env-v0", "rows": [["missing", "missing"]]}]})
+    with pytest.raises(SystemExit, match="no summaries at"):
+        report_module.main(["--pages", str(pages), "--runs", str(tmp_path / "runs"), "--repo", str(tmp_path)])
+    page.write_text("no markers\n")
+    summary_module.write_summary(fake_summary("missing", 1, [1.0]), tmp_path / "runs")
+    with pytest.raises(SystemExit, match="has no results markers"):
+        report_module.main(["--pages", str(pages), "--runs", str(tmp_path / "runs"), "--repo", str(tmp_path)])
 
 
-def test_every_file_linked_from_the_readme_results_and_docs_pages_exists():
-    pages = [REPO / "README.md", REPO / "benchmarks" / "RESULTS.md"]
-    pages += sorted((REPO / "benchmarks" / "results").glob("*.md")) + sorted((REPO / "docs").glob("*.md"))
+def test_committed_pages_are_what_the_committed_summaries_give():
+    assert report_module.main(["--check"]) == 0
+
+
+def test_every_file_linked_from_the_readme_and_docs_pages_exists():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     checked = 0
     for page in pages:
         # Markdown links and images: [text](target) and ![alt](target); web addresses are not files.
@@ -320,48 +229,21 @@ def test_every_file_linked_from_the_readme_results_and_docs_pages_exists():
             if not re.match(r"[a-z]+://", target):
                 assert (page.parent / target).exists(), f"{page.relative_to(REPO)} links to missing {target}"
                 checked += 1
-    assert checked >= 5  # the README's links to RESULTS.md, LICENSE and the plots, at least
+    assert checked >= 10  # the README's links to every docs page and LICENSE, the pages' plots
 
 
-def test_every_committed_run_folder_holds_its_tensorboard_logs():
-    # A clean clone (as CI makes) holds only what git tracks: a run folder without event files is a
-    # run whose page report.py cannot rebuild.
-    run_folders = sorted(path.parent for path in (REPO / "benchmarks" / "results").glob("**/command.txt"))
-    assert len(run_folders) > 100
-    without_logs = [str(f.relative_to(REPO)) for f in run_folders if not any(f.glob("runs/**/events.out.tfevents.*"))]
-    assert without_logs == []
-
-
-def test_gitignore_keeps_the_event_files_of_any_logs_root_and_drops_checkpoints():
+def test_gitignore_drops_raw_logs_and_checkpoints_and_keeps_run_summaries():
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
-    run = "benchmarks/results/{}/BreakoutNoFrameskip-v4/trpo_atari/seed1/runs/run_name/{}"
-    for root in ["logs", "atari-learning/logs", "any-new-root/logs"]:
-        for name, ignored in [("events.out.tfevents.1", False), ("checkpoint.pt", True), ("trpo_atari.model", True)]:
-            path = run.format(root, name)
-            check = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO, check=False)
-            assert check.returncode == (0 if ignored else 1), path
-
-
-def test_report_window_table_averages_each_window_per_seed_then_over_seeds(tmp_path):
-    from torch.utils.tensorboard import SummaryWriter
-
-    # Seed 1 has two games in the first window; seed 2 none in the second, which averages seed 1 only.
-    # Two envs under a labels.txt: the second env's rows are still named by it.
-    games = {1: [(100, 1.0), (900, 3.0), (1500, 10.0)], 2: [(500, 6.0), (2500, 7.0)]}
-    for env_id in ["BreakoutNoFrameskip-v4", "PongNoFrameskip-v4"]:
-        for seed, seed_games in games.items():
-            writer = SummaryWriter(tmp_path / "work" / env_id / "trpo_atari" / f"seed{seed}" / "runs" / "r")
-            for step, game_return in seed_games:
-                writer.add_scalar("charts/episodic_return", game_return, step)
-            writer.add_scalar("losses/entropy", 1.5 + seed, 1000)  # a step on a window's edge starts the next window
-            writer.close()
-    (tmp_path / "work" / "labels.txt").write_text("trpo_atari trpo_atari-defaults\n")
-    markdown = report_module.report(tmp_path / "work", tmp_path / "out", window=1000)
-    assert markdown.count("| implementation, per window of env steps | 0-1k | 1k-2k | 2k-3k |") == 2
-    assert markdown.count("| trpo_atari-defaults score | 4.00 | 10.00 | 7.00 |") == 2  # (2 + 6) / 2, then 10, then 7
-    assert markdown.count("| trpo_atari-defaults entropy |  | 3.00 |  |") == 2
-    assert "per window" not in report_module.report(tmp_path / "work", tmp_path / "out2")
+    for path, ignored in [
+        ("benchmarks/work/Hopper-v5/trpo_continuous/seed1/stdout.log", True),
+        ("benchmarks/results/logs/Hopper-v5/trpo_continuous/seed1/runs/run/events.out.tfevents.1", True),
+        ("benchmarks/results/any-root/logs/BreakoutNoFrameskip-v4/x/seed1/runs/run/checkpoint.pt", True),
+        ("runs/Hopper-v5__trpo_continuous__1__1/events.out.tfevents.1", True),
+        ("benchmarks/results/runs/Hopper-v5/trpo_continuous/seed1.json", False),
+    ]:
+        check = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO, check=False)
+        assert check.returncode == (0 if ignored else 1), path
 
 
 def test_memory_benchmark_runs_one_update_at_each_scripts_defaults():
@@ -405,7 +287,7 @@ def train_tiny_atari(folder, probe_fn=None):
         if probe:
             patch.setattr(trpo_atari, "trpo_step", probe)
         trpo_atari.main(training_args)
-    return report_module.read_scalars(folder)["trpo/kl"][1], probe
+    return summary_module.read_scalars(folder)["trpo/kl"][1], probe
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import ppo_continuous
 import trpo_atari
 import trpo_continuous
 import trpo_discrete
-from benchmarks.report import read_scalars
+from benchmarks.summary import read_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--eval-episodes", "2"]
