@@ -216,8 +216,10 @@ def test_report_refuses_a_page_without_markers_or_a_row_without_summaries(tmp_pa
         report_module.main(["--pages", str(pages), "--runs", str(tmp_path / "runs"), "--repo", str(tmp_path)])
 
 
-def test_committed_pages_are_what_the_committed_summaries_give():
+def test_committed_pages_are_what_the_committed_summaries_give_and_every_summary_is_shown():
     assert report_module.main(["--check"]) == 0
+    committed = {(path.parent.parent.name, path.parent.name) for path in report_module.RUNS.glob("*/*/seed*.json")}
+    assert committed == report_module.shown_rows(json.loads(report_module.PAGES.read_text()))
 
 
 def test_every_file_linked_from_the_readme_and_docs_pages_exists():
