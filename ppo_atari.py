@@ -315,6 +315,13 @@ def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
     return advantages, advantages + values
 
 
+def clipped_policy_loss(ratio, advantages, clip_coef):
+    """PPO's clipped surrogate (Schulman et al., 2017, eq. 7) as a loss: -E[min(r A, clip(r, 1 - eps, 1 + eps) A)].
+    The clip takes away the incentive to move r out of [1 - eps, 1 + eps] in the direction A favours."""
+    clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    return -torch.min(ratio * advantages, clipped_ratio * advantages).mean()
+
+
 def flatten_steps_envs(*tensors):
     """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
     return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
@@ -329,6 +336,36 @@ def save_atomically(state, path):
     """torch.save to a temporary file, then rename: a run killed while saving keeps its last checkpoint."""
     torch.save(state, f"{path}.tmp")
     os.replace(f"{path}.tmp", path)
+
+
+def rng_states(device):
+    """This process's random-number states: python's, numpy's, torch's on the CPU and on its own GPU.
+    Only its own GPU's, so that a checkpoint resumes on a machine with another number of GPUs."""
+    cuda_state = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda_state
+
+
+def restore_rng_states(states, device):
+    python_state, numpy_state, torch_state, cuda_state = states
+    random.setstate(python_state)
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(torch_state)
+    if cuda_state is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda_state, device)
+
+
+def to_device(array, device, pinned, name):
+    """A numpy array of the rollout as a tensor on device. On a GPU it goes through a page-locked host
+    buffer cached in pinned under name, copied without blocking, so the copy overlaps the work queued
+    before it; the buffer is only rewritten a step later, after the action's copy back has waited for
+    the GPU. On the CPU the tensor shares the array's memory."""
+    if device.type != "cuda":
+        return torch.from_numpy(array)
+    if name not in pinned or pinned[name].shape != array.shape:
+        pinned[name] = torch.from_numpy(array).clone().pin_memory()
+    else:
+        pinned[name].numpy()[...] = array
+    return pinned[name].to(device, non_blocking=True)
 
 
 def evaluate(agent, args, device, video_name=None, epsilon=0.05):
@@ -507,12 +544,7 @@ def main(args):
         agent.load_state_dict(resumed["agent"])
         optimizer.load_state_dict(resumed["optimizer"])
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
-        python_rng, numpy_rng, torch_rng, cuda_rngs = resumed["rng"]
-        random.setstate(python_rng)
-        np.random.set_state(numpy_rng)
-        torch.set_rng_state(torch_rng)
-        if cuda_rngs is not None and device.type == "cuda":
-            torch.cuda.set_rng_state_all(cuda_rngs)
+        restore_rng_states(resumed["rng"], device)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -529,7 +561,8 @@ def main(args):
     next_obs, infos = envs.reset(seed=args.seed)
     if scores is not None:
         scores.lives = infos["lives"]
-    next_obs = torch.as_tensor(next_obs, device=device)
+    pinned = {}  # page-locked host buffers of the rollout's copies to the GPU (to_device)
+    next_obs = to_device(next_obs, device, pinned, "obs")
 
     for iteration in range(start_iteration, args.num_iterations + 1):
         if args.anneal_lr:
@@ -554,12 +587,12 @@ def main(args):
             # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
             truncated = truncations & ~terminations
             if truncated.any():
-                final_obs = torch.as_tensor(np.stack(infos["final_obs"][truncated]), device=device)
+                final_obs = to_device(np.stack(infos["final_obs"][truncated]), device, pinned, "final_obs")
                 with torch.no_grad():
                     reward[truncated] += args.gamma * agent(final_obs)[1].cpu().numpy()
-            rewards[step] = torch.as_tensor(reward, device=device)
-            dones[step] = torch.as_tensor(terminations | truncations, device=device)
-            next_obs = torch.as_tensor(next_obs, device=device)
+            rewards[step] = to_device(reward, device, pinned, "reward")
+            dones[step] = to_device(terminations | truncations, device, pinned, "done")
+            next_obs = to_device(next_obs, device, pinned, "obs")
 
         with torch.no_grad():
             next_value = agent(next_obs)[1]
@@ -579,14 +612,13 @@ def main(args):
                 ratio = log_ratio.exp()
                 with torch.no_grad():
                     # KL(old || new) estimated by E[(r - 1) - log r] (low variance, never negative).
-                    approx_kls.append(((ratio - 1) - log_ratio).mean().item())
-                    clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean().item())
+                    approx_kls.append(((ratio - 1) - log_ratio).mean())
+                    clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
 
                 mb_advantages = b_advantages[idx]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                clipped_ratio = torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                policy_loss = -torch.min(ratio * mb_advantages, clipped_ratio * mb_advantages).mean()
+                policy_loss = clipped_policy_loss(ratio, mb_advantages, args.clip_coef)
 
                 value_loss_unclipped = (new_values - b_returns[idx]) ** 2
                 if args.clip_vloss:
@@ -607,8 +639,13 @@ def main(args):
                     skipped_steps += 1
                     continue
                 optimizer.step()
-            if args.target_kl is not None and np.mean(approx_kls[-args.num_minibatches :]) > args.target_kl:
+            # Read from the device once an epoch, and only for target_kl.
+            if args.target_kl is not None and torch.stack(approx_kls[-args.num_minibatches :]).mean() > args.target_kl:
                 break
+        # The minibatches' statistics stay on the device until here: one read per update.
+        approx_kl, clip_fraction = torch.stack(
+            [torch.stack(approx_kls).mean(), torch.stack(clip_fractions).mean()]
+        ).tolist()
 
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
@@ -618,14 +655,14 @@ def main(args):
         writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
         writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
         writer.add_scalar("losses/entropy", entropy.item(), global_step)
-        writer.add_scalar("losses/approx_kl", np.mean(approx_kls), global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clip_fractions), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl, global_step)
+        writer.add_scalar("losses/clipfrac", clip_fraction, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/nonfinite_skipped", skipped_steps, global_step)
         recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
         print(
             f"iter {iteration:5d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
-            f"kl {np.mean(approx_kls):.4f} clipfrac {np.mean(clip_fractions):.3f}"
+            f"kl {approx_kl:.4f} clipfrac {clip_fraction:.3f}"
             + (f" [non-finite: {skipped_steps} steps skipped]" if skipped_steps else "")
         )
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:
@@ -636,12 +673,7 @@ def main(args):
                 "wandb_id": wandb.run.id if args.track else None,
                 "iteration": iteration,
                 "global_step": global_step,
-                "rng": (
-                    random.getstate(),
-                    np.random.get_state(),
-                    torch.get_rng_state(),
-                    torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
-                ),
+                "rng": rng_states(device),
             }
             save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
         if args.eval_every and iteration % args.eval_every == 0:

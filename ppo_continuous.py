@@ -246,6 +246,13 @@ def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
     return advantages, advantages + values
 
 
+def clipped_policy_loss(ratio, advantages, clip_coef):
+    """PPO's clipped surrogate (Schulman et al., 2017, eq. 7) as a loss: -E[min(r A, clip(r, 1 - eps, 1 + eps) A)].
+    The clip takes away the incentive to move r out of [1 - eps, 1 + eps] in the direction A favours."""
+    clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    return -torch.min(ratio * advantages, clipped_ratio * advantages).mean()
+
+
 def flatten_steps_envs(*tensors):
     """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
     return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
@@ -501,14 +508,13 @@ def main(args):
                 ratio = log_ratio.exp()
                 with torch.no_grad():
                     # KL(old || new) estimated by E[(r - 1) - log r] (low variance, never negative).
-                    approx_kls.append(((ratio - 1) - log_ratio).mean().item())
-                    clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean().item())
+                    approx_kls.append(((ratio - 1) - log_ratio).mean())
+                    clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
 
                 mb_advantages = b_advantages[idx]
                 if args.norm_adv:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                clipped_ratio = torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                policy_loss = -torch.min(ratio * mb_advantages, clipped_ratio * mb_advantages).mean()
+                policy_loss = clipped_policy_loss(ratio, mb_advantages, args.clip_coef)
 
                 new_values = critic(b_obs[idx])
                 value_loss_unclipped = (new_values - b_returns[idx]) ** 2
@@ -530,8 +536,13 @@ def main(args):
                     skipped_steps += 1
                     continue
                 optimizer.step()
-            if args.target_kl is not None and np.mean(approx_kls[-args.num_minibatches :]) > args.target_kl:
+            # Read from the device once an epoch, and only for target_kl.
+            if args.target_kl is not None and torch.stack(approx_kls[-args.num_minibatches :]).mean() > args.target_kl:
                 break
+        # The minibatches' statistics stay on the device until here: one read per update.
+        approx_kl, clip_fraction = torch.stack(
+            [torch.stack(approx_kls).mean(), torch.stack(clip_fractions).mean()]
+        ).tolist()
 
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
@@ -541,14 +552,14 @@ def main(args):
         writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
         writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
         writer.add_scalar("losses/entropy", entropy.item(), global_step)
-        writer.add_scalar("losses/approx_kl", np.mean(approx_kls), global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clip_fractions), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl, global_step)
+        writer.add_scalar("losses/clipfrac", clip_fraction, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/nonfinite_skipped", skipped_steps, global_step)
         recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
         print(
             f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
-            f"kl {np.mean(approx_kls):.4f} clipfrac {np.mean(clip_fractions):.3f}"
+            f"kl {approx_kl:.4f} clipfrac {clip_fraction:.3f}"
             + (f" [non-finite: {skipped_steps} steps skipped]" if skipped_steps else "")
         )
 

@@ -658,6 +658,36 @@ def save_atomically(state, path):
     os.replace(f"{path}.tmp", path)
 
 
+def rng_states(device):
+    """This process's random-number states: python's, numpy's, torch's on the CPU and on its own GPU.
+    Only its own GPU's, so that a checkpoint resumes on a machine with another number of GPUs."""
+    cuda_state = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda_state
+
+
+def restore_rng_states(states, device):
+    python_state, numpy_state, torch_state, cuda_state = states
+    random.setstate(python_state)
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(torch_state)
+    if cuda_state is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda_state, device)
+
+
+def to_device(array, device, pinned, name):
+    """A numpy array of the rollout as a tensor on device. On a GPU it goes through a page-locked host
+    buffer cached in pinned under name, copied without blocking, so the copy overlaps the work queued
+    before it; the buffer is only rewritten a step later, after the action's copy back has waited for
+    the GPU. On the CPU the tensor shares the array's memory."""
+    if device.type != "cuda":
+        return torch.from_numpy(array)
+    if name not in pinned or pinned[name].shape != array.shape:
+        pinned[name] = torch.from_numpy(array).clone().pin_memory()
+    else:
+        pinned[name].numpy()[...] = array
+    return pinned[name].to(device, non_blocking=True)
+
+
 def evaluate(actor, args, device, video_name=None, epsilon=0.05):
     """args.eval_episodes whole games of the actor through the gymnasium stack, recorded into
     videos/{video_name} if given; returns their scores.
@@ -865,12 +895,7 @@ def main(args):
             return_rms.load_state_dict(resumed["return_rms"])
         max_kl, damping, ent_coef, line_search_streak = resumed["trust_region"]
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
-        python_rng, numpy_rng, torch_rng, cuda_rngs = resumed["rng"]
-        random.setstate(python_rng)
-        np.random.set_state(numpy_rng)
-        torch.set_rng_state(torch_rng)
-        if cuda_rngs is not None and device.type == "cuda":
-            torch.cuda.set_rng_state_all(cuda_rngs)
+        restore_rng_states(resumed["rng"], device)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -886,7 +911,8 @@ def main(args):
     next_obs, infos = envs.reset(seed=args.seed)
     if scores is not None:
         scores.lives = infos["lives"]
-    next_obs = torch.as_tensor(next_obs, device=device)
+    pinned = {}  # page-locked host buffers of the rollout's copies to the GPU (to_device)
+    next_obs = to_device(next_obs, device, pinned, "obs")
 
     for iteration in range(start_iteration, args.num_iterations + 1):
         for step in range(args.num_steps):
@@ -912,12 +938,12 @@ def main(args):
             # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
             truncated = truncations & ~terminations
             if truncated.any():
-                final_obs = torch.as_tensor(np.stack(infos["final_obs"][truncated]), device=device)
+                final_obs = to_device(np.stack(infos["final_obs"][truncated]), device, pinned, "final_obs")
                 with torch.no_grad():
                     reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
-            rewards[step] = torch.as_tensor(reward, device=device)
-            dones[step] = torch.as_tensor(terminations | truncations, device=device)
-            next_obs = torch.as_tensor(next_obs, device=device)
+            rewards[step] = to_device(reward, device, pinned, "reward")
+            dones[step] = to_device(terminations | truncations, device, pinned, "done")
+            next_obs = to_device(next_obs, device, pinned, "obs")
 
         with torch.no_grad():
             # V(s_t) in batched passes (chunks bound the memory): the critic is fixed until the update.
@@ -994,12 +1020,7 @@ def main(args):
                 "iteration": iteration,
                 "global_step": global_step,
                 "trust_region": (max_kl, damping, ent_coef, line_search_streak),
-                "rng": (
-                    random.getstate(),
-                    np.random.get_state(),
-                    torch.get_rng_state(),
-                    torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
-                ),
+                "rng": rng_states(device),
             }
             save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
         if args.eval_every and iteration % args.eval_every == 0:

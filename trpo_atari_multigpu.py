@@ -39,6 +39,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from typing import Literal
 
@@ -62,6 +63,9 @@ ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 # Resuming with other values of these would not continue the same training run.
 RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps", "norm_reward", "world_size")
+# Ranks wait in a collective while rank 0 evaluates, checkpoints or records video: NCCL's default
+# 10 minutes is too short for a long evaluation.
+COLLECTIVE_TIMEOUT = timedelta(hours=2)
 
 
 @dataclass
@@ -527,7 +531,8 @@ def line_search(
             means = torch.stack([objective, kls.mean()])
             all_reduce_mean([means])
             largest = kls.max()
-            dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+            if dist.is_initialized():
+                dist.all_reduce(largest, op=dist.ReduceOp.MAX)
             improvement, kl, largest_kl = means[0].item() - old_objective, means[1].item(), largest.item()
             # NaN fails every comparison, so a non-finite trial step is never accepted.
             if kl <= max_kl and largest_kl <= max_state_kl and improvement > 0:
@@ -668,7 +673,10 @@ def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
 
 
 def all_reduce_mean(tensors):
-    """Average a list of tensors over the ranks in place, with one all-reduce of their concatenation."""
+    """Average a list of tensors over the ranks in place, with one all-reduce of their concatenation.
+    Without a process group (a single process) they are already the mean."""
+    if not dist.is_initialized():
+        return
     flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
     dist.all_reduce(flat)
     flat /= dist.get_world_size()
@@ -679,10 +687,20 @@ def all_reduce_mean(tensors):
 def global_mean_std(x):
     """Mean and std of x over all ranks' values together: x.mean() and x.std() of their concatenation."""
     moments = torch.stack([x.sum(), (x * x).sum(), torch.tensor(float(x.numel()), device=x.device)])
-    dist.all_reduce(moments)
+    if dist.is_initialized():
+        dist.all_reduce(moments)
     total, total_sq, count = moments
     mean = total / count
     return mean, ((total_sq - count * mean**2) / (count - 1)).clamp(min=0).sqrt()
+
+
+def gather_on_rank0(value):
+    """[every rank's value] on rank 0, None on the others; [value] without a process group."""
+    if not dist.is_initialized():
+        return [value]
+    gathered = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+    dist.gather_object(value, gathered, dst=0)
+    return gathered
 
 
 def model_state(actor, critic, return_rms, args):
@@ -699,6 +717,36 @@ def save_atomically(state, path):
     """torch.save to a temporary file, then rename: a run killed while saving keeps its last checkpoint."""
     torch.save(state, f"{path}.tmp")
     os.replace(f"{path}.tmp", path)
+
+
+def rng_states(device):
+    """This process's random-number states: python's, numpy's, torch's on the CPU and on its own GPU.
+    Only its own GPU's, so that a checkpoint resumes on a machine with another number of GPUs."""
+    cuda_state = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda_state
+
+
+def restore_rng_states(states, device):
+    python_state, numpy_state, torch_state, cuda_state = states
+    random.setstate(python_state)
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(torch_state)
+    if cuda_state is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda_state, device)
+
+
+def to_device(array, device, pinned, name):
+    """A numpy array of the rollout as a tensor on device. On a GPU it goes through a page-locked host
+    buffer cached in pinned under name, copied without blocking, so the copy overlaps the work queued
+    before it; the buffer is only rewritten a step later, after the action's copy back has waited for
+    the GPU. On the CPU the tensor shares the array's memory."""
+    if device.type != "cuda":
+        return torch.from_numpy(array)
+    if name not in pinned or pinned[name].shape != array.shape:
+        pinned[name] = torch.from_numpy(array).clone().pin_memory()
+    else:
+        pinned[name].numpy()[...] = array
+    return pinned[name].to(device, non_blocking=True)
 
 
 def evaluate(actor, args, device, video_name=None, epsilon=0.05):
@@ -818,18 +866,19 @@ def load_training_state(path, args):
 
 def init_distributed(use_cuda, script):
     """Join the process group torchrun describes (RANK, LOCAL_RANK, WORLD_SIZE, ...); without torchrun,
-    a group of one. Returns (rank, local_rank, world_size, error message or None)."""
+    one process and no group, so that no collective runs. Returns (rank, local_rank, world_size, error or None)."""
     if "RANK" not in os.environ:
         print(f"{script}: not started by torchrun: running as a single process (world size 1)", file=sys.stderr)
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
         return 0, 0, 1, None
+    if int(os.environ["WORLD_SIZE"]) == 1:
+        return 0, int(os.environ["LOCAL_RANK"]), 1, None
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     local_world_size = int(os.environ["LOCAL_WORLD_SIZE"])
     if use_cuda and torch.cuda.device_count() < local_world_size:
         return rank, local_rank, 0, f"{local_world_size} processes on this machine but {torch.cuda.device_count()} GPUs"
     if use_cuda:
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if use_cuda else "gloo")
+    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=COLLECTIVE_TIMEOUT)
     return rank, local_rank, dist.get_world_size(), None
 
 
@@ -846,7 +895,6 @@ def main(args):
 
     if args.eval_only is not None:  # rank 0 plays; the other ranks have nothing to do
         if rank != 0:
-            dist.destroy_process_group()
             return None
         try:
             env = make_env(args.env_id, 0, False, "")()
@@ -916,7 +964,8 @@ def main(args):
     actor = Actor(envs.single_action_space.n, args.bf16_policy).to(device)
     critic = Critic(args.bf16).to(device)
     for parameter in [*actor.parameters(), *critic.parameters()]:
-        dist.broadcast(parameter.data, src=0)
+        if dist.is_initialized():
+            dist.broadcast(parameter.data, src=0)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5, fused=True)
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None
@@ -931,12 +980,7 @@ def main(args):
             return_rms.load_state_dict(resumed["return_rms"])
         max_kl, damping, ent_coef, line_search_streak = resumed["trust_region"]
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
-        python_rng, numpy_rng, torch_rng, cuda_rngs = resumed["rng"][rank]
-        random.setstate(python_rng)
-        np.random.set_state(numpy_rng)
-        torch.set_rng_state(torch_rng)
-        if cuda_rngs is not None and device.type == "cuda":
-            torch.cuda.set_rng_state_all(cuda_rngs)
+        restore_rng_states(resumed["rng"][rank], device)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -953,7 +997,8 @@ def main(args):
     next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
     if scores is not None:
         scores.lives = infos["lives"]
-    next_obs = torch.as_tensor(next_obs, device=device)
+    pinned = {}  # page-locked host buffers of the rollout's copies to the GPU (to_device)
+    next_obs = to_device(next_obs, device, pinned, "obs")
 
     for iteration in range(start_iteration, args.num_iterations + 1):
         finished = []  # this rank's games, logged by rank 0
@@ -981,22 +1026,21 @@ def main(args):
             # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
             truncated = truncations & ~terminations
             if truncated.any():
-                final_obs = torch.as_tensor(np.stack(infos["final_obs"][truncated]), device=device)
+                final_obs = to_device(np.stack(infos["final_obs"][truncated]), device, pinned, "final_obs")
                 with torch.no_grad():
                     reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
-            rewards[step] = torch.as_tensor(reward, device=device)
-            dones[step] = torch.as_tensor(terminations | truncations, device=device)
-            next_obs = torch.as_tensor(next_obs, device=device)
+            rewards[step] = to_device(reward, device, pinned, "reward")
+            dones[step] = to_device(terminations | truncations, device, pinned, "done")
+            next_obs = to_device(next_obs, device, pinned, "obs")
 
-        every_rank_finished = [None] * args.world_size if rank == 0 else None
-        dist.gather_object(finished, every_rank_finished, dst=0)
+        every_rank_finished = gather_on_rank0(finished)
         if rank == 0:
             games = [game for rank_games in every_rank_finished for game in rank_games]
             for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
                 recent_returns.append(game_return)
                 writer.add_scalar("charts/episodic_return", game_return, step_of_end)
                 writer.add_scalar("charts/episodic_length", game_length, step_of_end)
-        if return_rms is not None:
+        if return_rms is not None and dist.is_initialized():
             # During the rollout each rank scaled with its own returns added; now all ranks' are.
             every_rank_returns = [None] * args.world_size
             dist.all_gather_object(every_rank_returns, np.stack(rollout_returns))
@@ -1078,14 +1122,7 @@ def main(args):
             )
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:
             # Every rank's random-number states, so each goes on with its own stream.
-            rng = (
-                random.getstate(),
-                np.random.get_state(),
-                torch.get_rng_state(),
-                torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
-            )
-            every_rank_rng = [None] * args.world_size if rank == 0 else None
-            dist.gather_object(rng, every_rank_rng, dst=0)
+            every_rank_rng = gather_on_rank0(rng_states(device))
         if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
             training_state = {
                 **model_state(actor, critic, return_rms, args),
@@ -1120,9 +1157,12 @@ def main(args):
                 wandb.log({"videos": wandb.Video(video)})
         writer.close()
     envs.close()
-    dist.destroy_process_group()
     return eval_returns
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    try:
+        main(tyro.cli(Args))
+    finally:  # on every exit path, errors and --eval-only included
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -231,6 +231,58 @@ def test_trpo_atari_bootstraps_a_time_limit_with_integer_ale_rewards_and_no_rewa
 
 
 @pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
+def test_a_time_limit_stores_the_clipped_reward_plus_gamma_times_the_value_of_the_final_frame(
+    script, tmp_path, monkeypatch
+):
+    """Every state's value is 7: a truncated step stores sign(r) + 0.99 * 7, any other step sign(r)."""
+    monkeypatch.chdir(tmp_path)
+    steps = []  # (reward, terminated, truncated) as the env returned them
+
+    class ShortGames(ale_py.vector_env.AtariVectorEnv):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "max_num_frames_per_episode": 80})
+
+        def step(self, actions):
+            result = super().step(actions)
+            steps.append((np.array(result[1], dtype=np.float64), result[2].copy(), result[3].copy()))
+            return result
+
+    stored = []  # the rewards each update's GAE gets
+
+    def recording_gae(rewards, *rest):
+        stored.append(rewards.clone())
+        return gae(rewards, *rest)
+
+    if script is ppo_atari:
+
+        class Network(ppo_atari.Agent):
+            def forward(self, obs):
+                logits, values = super().forward(obs)
+                return logits, torch.full_like(values, 7.0)
+
+        monkeypatch.setattr(script, "Agent", Network)
+    else:
+
+        class Network(trpo_atari.Critic):
+            def forward(self, obs):
+                return 0.0 * super().forward(obs) + 7.0  # still a graph for the critic's fit
+
+        monkeypatch.setattr(script, "Critic", Network)
+    gae = script.compute_gae
+    monkeypatch.setattr(script, "compute_gae", recording_gae)
+    monkeypatch.setattr(ale_py.vector_env, "AtariVectorEnv", ShortGames)
+    args = tiny_args(script, total_timesteps=128)
+    if script is trpo_atari:
+        args.norm_reward = False
+    script.main(args)
+    rewards, terminated, truncated = (np.stack(column) for column in zip(*steps))
+    time_limit = truncated & ~terminated
+    assert time_limit.any()
+    expected = np.sign(rewards) + 0.99 * 7.0 * time_limit
+    np.testing.assert_allclose(torch.cat(stored).numpy(), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
 def test_atari_evaluation_during_training_leaves_the_training_run_unchanged(script, tmp_path, monkeypatch):
     runs = {}
     for eval_every in (0, 1):
@@ -274,6 +326,24 @@ def test_bf16_runs_the_critic_in_bfloat16_and_the_policy_only_when_asked(script,
     args.bf16, args.bf16_policy = True, bf16_policy
     script.main(args)
     assert calls == {(4, bf16_policy), (1, True)}
+
+
+@pytest.mark.parametrize("script", [ppo_atari, ppo_atari_multigpu])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_ppo_bf16_runs_the_trunk_in_bfloat16(script, bf16, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trunk_dtypes = set()
+
+    class Recorded(script.Agent):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.trunk.register_forward_hook(lambda module, inputs, output: trunk_dtypes.add(output.dtype))
+
+    monkeypatch.setattr(script, "Agent", Recorded)
+    args = tiny_args(script, total_timesteps=64)
+    args.bf16 = bf16
+    script.main(args)
+    assert trunk_dtypes == {torch.bfloat16 if bf16 else torch.float32}
 
 
 @pytest.mark.parametrize("script", [trpo_atari, trpo_atari_multigpu])

@@ -11,6 +11,7 @@ from torch.distributions.kl import kl_divergence
 from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
+import ppo_atari
 import ppo_continuous
 import trpo_atari
 import trpo_continuous
@@ -124,7 +125,7 @@ def reference_advantages(rewards, values, terminated, truncated, final_values, n
     return advantages
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", [*SCRIPTS, ppo_atari, trpo_atari])
 def test_gae_matches_per_env_reference_with_terminations_and_truncations(script):
     num_steps, num_envs, gamma, lam = 64, 5, 0.99, 0.95
     rng = np.random.default_rng(1)
@@ -139,7 +140,11 @@ def test_gae_matches_per_env_reference_with_terminations_and_truncations(script)
     # What the rollout loop stores: truncations fold gamma * V(final obs) into the reward.
     rewards = raw_rewards + gamma * final_values * truncated
     dones = terminated | truncated
-    advantages, returns = script.compute_gae(rewards, values, dones.astype(np.float64), next_value, gamma, lam)
+    inputs = (rewards, values, dones.astype(np.float64), next_value)
+    if script in (ppo_atari, trpo_atari):  # their GAE runs in torch, on the rollout's device
+        advantages, returns = (x.numpy() for x in script.compute_gae(*map(torch.as_tensor, inputs), gamma, lam))
+    else:
+        advantages, returns = script.compute_gae(*inputs, gamma, lam)
     expected = reference_advantages(raw_rewards, values, terminated, truncated, final_values, next_value, gamma, lam)
     np.testing.assert_allclose(advantages, expected, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(returns, expected + values, rtol=1e-10, atol=1e-10)
@@ -372,3 +377,27 @@ def test_numpy_forward_is_a_snapshot_of_the_network(script):
     np.testing.assert_allclose(forward(obs.numpy()), expected, rtol=1e-5, atol=1e-6)
     with pytest.raises(TypeError, match="ReLU"):
         script.numpy_forward_fn(nn.Sequential(nn.Linear(3, 4), nn.ReLU()))
+
+
+@pytest.mark.parametrize("script", [ppo_continuous, ppo_atari])
+def test_clipped_policy_loss_is_the_pessimistic_bound_with_no_gradient_where_the_clip_binds(script):
+    # clip 0.2: r = 0.5 (A > 0) and r = 1.3 (A < 0) take the unclipped term, the smaller one;
+    # r = 1.5 (A > 0) and r = 0.7 (A < 0) take the clipped one, which does not depend on r.
+    ratio = torch.tensor([0.5, 1.3, 1.5, 0.7], requires_grad=True)
+    advantages = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    loss = script.clipped_policy_loss(ratio, advantages, 0.2)
+    assert loss.item() == pytest.approx(-(0.5 - 1.3 + 1.2 - 0.8) / 4)
+    loss.backward()
+    torch.testing.assert_close(ratio.grad, torch.tensor([-0.25, 0.25, 0.0, 0.0]))
+
+
+@pytest.mark.parametrize(("target_kl", "steps_per_update"), [(None, 4 * 2), (1e-12, 2)])
+def test_target_kl_stops_an_update_after_the_epoch_that_passes_it(target_kl, steps_per_update, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    steps = []
+    adam_step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **kw: steps.append(1) or adam_step(self, *a, **kw))
+    args = ppo_continuous.Args(env_id="Pendulum-v1", num_envs=2, num_steps=64, total_timesteps=256, eval_episodes=1)
+    args.update_epochs, args.num_minibatches, args.target_kl = 4, 2, target_kl
+    ppo_continuous.main(args)
+    assert len(steps) == 2 * steps_per_update  # two updates

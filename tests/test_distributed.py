@@ -108,6 +108,7 @@ def training_worker(rank, world_size, port, folder, script_name, results):
     else:
         args.vf_epochs, args.vf_minibatches = 2, 2
     eval_returns = script.main(args)
+    dist.destroy_process_group()  # the scripts' __main__ block does this
     results[rank] = (eval_returns, [parameters_to_vector(net.parameters()).detach().cpu() for net in networks])
 
 

@@ -259,21 +259,23 @@ def test_evaluation_during_training_leaves_the_training_run_unchanged(script, tm
 
 
 @pytest.mark.parametrize("script", [trpo_discrete, trpo_continuous, ppo_continuous])
-def test_same_seed_gives_same_model_and_returns(script, tmp_path, monkeypatch):
+def test_same_seed_gives_same_model_and_returns_and_another_seed_does_not(script, tmp_path, monkeypatch):
     env_id = "CartPole-v1" if script is trpo_discrete else "Pendulum-v1"
     results = []
-    for run in ("a", "b"):
+    for run, seed in (("a", 1), ("b", 1), ("c", 2)):
         (tmp_path / run).mkdir()
         monkeypatch.chdir(tmp_path / run)
-        args = script.Args(env_id=env_id, num_envs=2, num_steps=128, total_timesteps=768, eval_episodes=3)
+        args = script.Args(env_id=env_id, seed=seed, num_envs=2, num_steps=128, total_timesteps=768, eval_episodes=3)
         args.save_model = True
         eval_returns = script.main(args)
         (model_path,) = glob.glob(str(tmp_path / run / "runs" / "*" / "*.model"))
         results.append((eval_returns, torch.load(model_path)["actor"]))
-    (returns_a, actor_a), (returns_b, actor_b) = results
+    (returns_a, actor_a), (returns_b, actor_b), (returns_c, actor_c) = results
     assert returns_a == returns_b
     for name in actor_a:
         assert torch.equal(actor_a[name], actor_b[name]), name
+    assert returns_c != returns_a
+    assert any(not torch.equal(actor_a[name], actor_c[name]) for name in actor_a)
 
 
 def test_trpo_discrete_solves_cartpole_within_100k_steps(tmp_path, monkeypatch):

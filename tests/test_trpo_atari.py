@@ -261,3 +261,62 @@ def test_bf16_fisher_vector_product_stays_close_to_float32(batch):
     product_bf16 = trpo_atari.fisher_vector_product_fn(actor_bf16, obs)(vector)
     relative_error = ((product_bf16 - product).norm() / product.norm()).item()
     assert 1e-4 < relative_error < 0.03
+
+
+class TinyConvPolicy(torch.nn.Module):
+    """The Nature CNN's kinds of layers (strided convolutions, ReLU, flatten, linear), small enough
+    for an explicit Hessian."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(2, 3, 3, stride=2),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(3, 2, 2, stride=1),
+            torch.nn.ReLU(),
+            torch.nn.Flatten(),
+            torch.nn.Linear(2 * 2 * 2, NUM_ACTIONS),
+        )
+
+    def forward(self, obs):
+        return self.net(obs)
+
+
+def test_fvp_through_strided_convolutions_matches_the_hessian_of_the_mean_kl():
+    torch.manual_seed(0)
+    policy, obs = TinyConvPolicy().double(), torch.randn(6, 2, 7, 7, dtype=torch.float64)
+    with torch.no_grad():
+        old_logits = policy(obs)
+    named = dict(policy.named_parameters())
+    flat = parameters_to_vector(named.values()).detach()
+
+    def mean_kl(vector):
+        chunks = vector.split([p.numel() for p in named.values()])
+        weights = {name: chunk.view_as(p) for (name, p), chunk in zip(named.items(), chunks)}
+        logits = torch.func.functional_call(policy, weights, (obs,))
+        return kl_divergence(Categorical(logits=old_logits), Categorical(logits=logits)).mean()
+
+    # The Hessian of the mean KL at theta_old by double backward, column by column.
+    theta = flat.clone().requires_grad_(True)
+    gradient = torch.autograd.grad(mean_kl(theta), theta, create_graph=True)[0]
+    hessian = torch.stack([torch.autograd.grad(gradient[i], theta, retain_graph=True)[0] for i in range(len(flat))])
+    fisher_vector_product = trpo_atari.fisher_vector_product_fn(policy, obs)
+    for _ in range(3):
+        v = torch.randn(len(flat), dtype=torch.float64)
+        torch.testing.assert_close(fisher_vector_product(v), hessian @ v, rtol=1e-8, atol=1e-10)
+
+
+def test_a_step_from_a_subsampled_fisher_keeps_the_whole_batchs_kl_within_max_kl(batch):
+    actor, obs, actions, logprobs, logits = batch
+    advantages = torch.randn(32, generator=torch.Generator().manual_seed(1))
+    objective_and_kls_fn = partial(
+        trpo_atari.surrogate_and_state_kls, actor, obs, actions, logprobs, advantages, 0.0, logits
+    )
+    max_kl = 0.01
+    # The Fisher of 3 states (the scripts' fvp_subsample of 10%), the KL bound checked on all 32.
+    diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs[:3], max_kl, 10.0, 0.1, 10, 10, 0.8, True)
+    with torch.no_grad():
+        _, kls = objective_and_kls_fn()
+    assert diagnostics["line_search_success"] == 1.0
+    assert 0 < kls.mean().item() <= max_kl
+    assert diagnostics["kl"] == pytest.approx(kls.mean().item())
