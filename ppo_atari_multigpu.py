@@ -457,6 +457,8 @@ def load_model(path, num_actions, bf16):
         checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         return None, f"cannot read model file {path!r} ({type(e).__name__})"
+    if not isinstance(checkpoint, dict):  # a bare tensor, say
+        return None, f"{path!r} is not a model of this script (it holds a {type(checkpoint).__name__})"
     try:
         agent = Agent(num_actions, bf16)
         agent.load_state_dict(checkpoint["agent"])
@@ -504,8 +506,8 @@ def load_training_state(path, args):
         state = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         return None, f"cannot read checkpoint {path!r} ({type(e).__name__})"
-    if not isinstance(state, dict) or "iteration" not in state:
-        return None, f"{path!r} is not a checkpoint.pt saved with --checkpoint-every"
+    if not isinstance(state, dict) or not {"iteration", "agent", "optimizer"} <= state.keys():
+        return None, f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every"
     changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
     if changed:
         return None, f"{path!r} was saved with other {', '.join(changed)}"

@@ -502,7 +502,8 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
         if terminated or truncated:
             episodic_returns.append(episodic_return)
             episodic_return = 0.0
-            obs, _ = env.reset()
+            if len(episodic_returns) < args.eval_episodes:  # a reset after the last would start a one-frame video
+                obs, _ = env.reset()
     env.close()
     return episodic_returns
 
@@ -518,6 +519,8 @@ def load_model(path, observation_space, action_space):
         checkpoint = torch.load(path, map_location="cpu")
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         return None, f"cannot read model file {path!r} ({type(e).__name__})"
+    if not isinstance(checkpoint, dict):  # a bare tensor, say
+        return None, f"{path!r} is not a model of this script (it holds a {type(checkpoint).__name__})"
     try:
         width = checkpoint["actor"]["mean.0.weight"].shape[0]
         actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape), width=width)

@@ -193,6 +193,31 @@ def test_atari_bad_input_gives_one_line_error(script, args, mentions, tmp_path, 
     assert not any(tmp_path.iterdir())  # nothing written
 
 
+@pytest.mark.parametrize(("script", "other"), [("ppo_atari.py", "trpo_atari.py"), ("trpo_atari.py", "ppo_atari.py")])
+def test_atari_refuses_a_bare_tensor_and_the_other_scripts_checkpoint_before_writing(
+    script, other, tmp_path, monkeypatch, capfd
+):
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")
+    tiny = TINY_ATARI if other == "ppo_atari.py" else TINY_TRPO_ATARI
+    assert run_main(SCRIPTS[other], *tiny, "--checkpoint-every", "1") == 0
+    (checkpoint,) = (tmp_path / "other").glob("runs/*/checkpoint.pt")
+    before = sorted((tmp_path / "other").rglob("*"))
+    torch.save(torch.zeros(3), tmp_path / "bare.model")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    capfd.readouterr()
+    for flags, mentions in [
+        (["--eval-only", "../bare.model"], "not a model"),
+        (["--resume", str(checkpoint)], "not a checkpoint"),
+    ]:
+        assert run_main(SCRIPTS[script], *flags) != 0
+        (line,) = capfd.readouterr().err.strip().splitlines()
+        assert line.startswith(f"{script}: error:") and mentions in line, line
+    assert not any((tmp_path / "here").iterdir())
+    assert sorted((tmp_path / "other").rglob("*")) == before  # nothing written into the other run's folder
+
+
 @pytest.mark.parametrize("script", ["ppo_atari.py", "trpo_atari.py"])
 def test_atari_eval_only_plays_a_saved_model_and_records_it(script, tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)

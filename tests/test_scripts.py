@@ -200,16 +200,25 @@ def test_eval_only_plays_and_records_a_saved_model_and_rejects_a_bad_file_in_one
     assert eval_mean(capfd.readouterr().out) == eval_mean(train_stdout)
     assert glob.glob(str(tmp_path / "videos" / f"{env_id}__*" / "eval" / "*.mp4"))
     assert not (tmp_path / "runs").exists()  # watching a model writes no training logs
+    (tmp_path / "one").mkdir()
+    monkeypatch.chdir(tmp_path / "one")
+    assert (
+        run_main(module, "--env-id", env_id, "--eval-only", model_path, "--eval-episodes", "1", "--capture-video") == 0
+    )
+    assert len(glob.glob(str(tmp_path / "one" / "videos" / "*" / "eval" / "*.mp4"))) == 1  # no stray video after it
+    capfd.readouterr()
 
     data = Path(model_path).read_bytes()
     (tmp_path / "truncated.model").write_bytes(data[: len(data) // 2])
     (tmp_path / "garbage.model").write_bytes(b"not a model")
+    torch.save(torch.zeros(3), tmp_path / "bare.model")
     monkeypatch.chdir(tmp_path / "bad")
     for bad_model, bad_env, mentions in [
         ("../truncated.model", env_id, "cannot read"),
         ("../garbage.model", env_id, "cannot read"),
         ("missing.model", env_id, "cannot read"),
         (model_path, other_env_id, "not a model of this script"),
+        ("../bare.model", env_id, "not a model of this script"),
     ]:
         assert run_main(module, "--env-id", bad_env, "--eval-only", bad_model) != 0
         (line,) = capfd.readouterr().err.strip().splitlines()
