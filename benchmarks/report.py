@@ -86,9 +86,21 @@ def steps_label(steps):
     return f"{rounded / 1e6:g}M" if rounded >= 1e6 else f"{rounded / 1e3:g}k"
 
 
+def split_command(command):
+    """(script file name, processes, the script's flag words) of a run's command; a torchrun command
+    (-m torch.distributed.run --nproc-per-node=N ... script.py ...) gives its N and not its own flags."""
+    words = command.split()
+    processes = 1
+    if words[0] == "-m":
+        start = next(i for i, word in enumerate(words) if word.endswith(".py"))
+        processes = next(int(word.partition("=")[2]) for word in words[:start] if word.startswith("--nproc-per-node="))
+        words = words[start:]
+    return Path(words[0]).name, processes, words[1:]
+
+
 def flag_pairs(command):
-    """[(flag, value or None), ...] of a run's command, without the script and NOT_RECIPE."""
-    words = command.split()[1:]
+    """[(flag, value or None), ...] of a run's command, without NOT_RECIPE and sb3's --algo."""
+    words = split_command(command)[2]
     pairs = []
     for i, word in enumerate(words):
         if not word.startswith("--"):
@@ -108,10 +120,12 @@ def join_flags(pairs):
 def run_command(seed_runs, label):
     """The benchmarks/run.py command that produced a row."""
     first = next(iter(seed_runs.values()))
-    script = first["script"].split()
-    impl = f"sb3:{script[1].removeprefix('--algo=')}" if script[0] == "reference.py" else script[0]
+    script, processes, words = split_command(first["command"])
+    algo = next((word.removeprefix("--algo=") for word in words if word.startswith("--algo=")), None)
+    impl = f"sb3:{algo}" if script == "reference.py" else script
     seeds = " ".join(str(seed) for seed in seed_runs)
     command = f"python benchmarks/run.py {impl} --envs {first['env_id']} --seeds {seeds} --label {label}"
+    command += f" --jobs 1 --nproc {processes}" if processes > 1 else ""
     flags = join_flags(flag_pairs(first["command"]))
     return command + (f" -- {flags}" if flags else "")
 
@@ -128,7 +142,7 @@ def machine_line(summaries):
     if not versions:
         versions = ["not recorded"]
     hardware = f"CPU: {' / '.join(cpus)}; GPU: {' / '.join(gpus) or 'none'}"
-    return f"{hardware}; one torch thread per run; versions: {', '.join(versions)}."
+    return f"{hardware}; versions: {', '.join(versions)}."
 
 
 def env_table(runs, table):
