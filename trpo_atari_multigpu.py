@@ -63,6 +63,19 @@ ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 # Resuming with other values of these would not continue the same training run.
 RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps", "norm_reward", "world_size")
+# The share of the batch whose states give the Fisher-vector products, 10% as in the TRPO paper;
+# the line search still checks the KL on the whole batch.
+FVP_SUBSAMPLE = 0.1
+# The adaptive trust region (adapt_trust_region): after LS_FAIL_THRESHOLD failed line searches in a
+# row max_kl shrinks by MAX_KL_DECAY (not below MIN_MAX_KL) and the damping grows by DAMPING_GROWTH (up
+# to MAX_DAMPING); LS_SUCCESS_THRESHOLD successes in a row undo one such change.
+LS_FAIL_THRESHOLD, LS_SUCCESS_THRESHOLD = 3, 3
+MAX_KL_DECAY, MIN_MAX_KL = 0.7, 1e-4
+DAMPING_GROWTH, MAX_DAMPING = 2.0, 1.0
+# The adaptive entropy bonus (adapt_entropy_coef) stays within [MIN_ENT_COEF, 1]; its rate is per
+# update: 0.125 per 1024 agent steps moves it as fast as 1.0 per 8192, and 2.0 per 8192 overshoots
+# when the entropy drops fast (Pong, docs/trpo_atari.md).
+ENT_COEF_RATE, MIN_ENT_COEF = 0.125, 1e-3
 # Ranks wait in a collective while rank 0 evaluates, checkpoints or records video: NCCL's default
 # 10 minutes is too short for a long evaluation.
 COLLECTIVE_TIMEOUT = timedelta(hours=2)
@@ -109,8 +122,6 @@ class Args:
     """the discount factor"""
     gae_lambda: float = 0.95
     """the GAE lambda"""
-    norm_adv: bool = True
-    """if toggled, normalize the advantages over the batch"""
     norm_reward: bool = True
     """if toggled, scale the (clipped) rewards by the running std of the discounted return"""
     max_kl: float = 0.02
@@ -119,58 +130,32 @@ class Args:
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
     """the initial damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
-    fvp_subsample: float = 0.1
-    """fraction of the batch used for Fisher-vector products (the TRPO paper used 10%)"""
     backtrack_iters: int = 10
     """the most line-search steps"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by at least this factor"""
-    kl_sized_cuts: bool = True
-    """cut a step that breaks a KL bound to where that KL would meet it (False: by backtrack_coeff)"""
     # Every step spends the trust region on the gradient's noise too, and random moves of the logits
     # lower the entropy: with a weak bonus a large max_kl collapses the policy, while a fixed strong
     # one holds some games at the uniform policy (BeamRider, docs/trpo_atari.md). So the bonus
     # follows the entropy it is there to keep.
     ent_coef: float = 0.1
-    """the initial coefficient of the entropy bonus in the surrogate objective"""
+    """the initial coefficient of the entropy bonus in the surrogate objective (fixed with target_entropy_frac 0)"""
     # At 90% Breakout levels off at about 8 points, at 80% it keeps rising (docs/trpo_atari.md).
     target_entropy_frac: float = 0.8
     """if > 0, ent_coef adapts to hold the policy's entropy at this fraction of ln(number of actions)"""
-    # The rate is per update: 0.125 per 1024 agent steps moves the bonus as fast as 1.0 per 8192,
-    # and 2.0 per 8192 overshoots when the entropy drops fast (Pong, docs/trpo_atari.md).
-    ent_coef_rate: float = 0.125
-    """log(ent_coef) moves by this times (target entropy - entropy) / ln(number of actions) per update"""
-    ent_decay: float = 1.0
-    """with target_entropy_frac 0: ent_coef is multiplied by this after every update"""
-    min_ent_coef: float = 0.001
-    """the floor of ent_coef"""
-    ls_fail_threshold: int = 3
-    """consecutive failed line searches that shrink the trust region"""
-    ls_success_threshold: int = 3
-    """consecutive successful line searches that undo one shrink of the trust region (0: never)"""
-    max_kl_decay: float = 0.7
-    """max_kl is multiplied by this when the trust region shrinks"""
-    min_max_kl: float = 0.0001
-    """the floor of max_kl"""
     max_state_kl: float = 0.1
     """the largest KL(old || new) a step may reach in any one state of the batch, whatever max_kl is"""
-    damping_growth: float = 2.0
-    """cg_damping is multiplied by this when the trust region shrinks"""
-    max_damping: float = 1.0
-    """the ceiling of cg_damping"""
     vf_lr: float = 2.5e-4
     """the Adam learning rate of the value network"""
     vf_epochs: int = 3
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 16
     """minibatches per value-network pass"""
+    # Not the policy's: bfloat16 rounding moves the logits more than a small step does, so the KL the
+    # line search measures would exceed the quadratic model's many times over, and once max_kl has
+    # shrunk every line search could fail (docs/trpo_atari.md). In float32 the model holds.
     bf16: bool = False
     """if toggled, run all layers of the critic's CNN but the last in bfloat16 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
-    # bfloat16 rounding moves the logits more than a small step does: the KL the line search measures
-    # then exceeds the quadratic model's many times over, and once max_kl has shrunk every line
-    # search can fail (docs/trpo_atari.md). In float32 the model holds down to the smallest radius.
-    bf16_policy: bool = False
-    """if toggled, run all layers of the policy's CNN but the last in bfloat16: faster, but a small step's KL is then mostly rounding"""
     eval_episodes: int = 10
     """games per evaluation (greedy actions, 5% random; see evaluate): after training and every eval_every iterations"""
     eval_every: int = 0
@@ -356,14 +341,13 @@ def nature_cnn_forward(net, obs, bf16):
 
 
 class Actor(nn.Module):
-    def __init__(self, num_actions, bf16=False):
+    def __init__(self, num_actions):
         super().__init__()
         self.net = nature_cnn(num_actions, last_layer_std=0.01)
-        self.bf16 = bf16
 
     def forward(self, obs):
-        """Logits of the categorical policy."""
-        return nature_cnn_forward(self.net, obs, self.bf16)
+        """Logits of the categorical policy, always in float32 (see Args.bf16)."""
+        return nature_cnn_forward(self.net, obs, bf16=False)
 
 
 class Critic(nn.Module):
@@ -504,13 +488,12 @@ def line_search(
     max_state_kl,
     backtrack_iters,
     backtrack_coeff,
-    kl_sized_cuts,
 ):
     """Try theta_old + f * full_step from f = 1; accept the first step whose mean KL is at most
     max_kl, whose largest per-state KL is at most max_state_kl, and whose objective beats
     old_objective, its value at theta_old. On failure theta_old is restored.
 
-    With kl_sized_cuts, a trial that breaks a bound by the factor r sets the next f to
+    A trial that breaks a bound by the factor r sets the next f to
     f * min(backtrack_coeff, r**-1/2), where a KL growing quadratically with the step would meet its
     bound; other failures (an infinite KL too) multiply f by backtrack_coeff. A few states can put
     the full step's largest KL tens of times over the bound, beyond the reach of backtrack_iters
@@ -538,8 +521,7 @@ def line_search(
             if kl <= max_kl and largest_kl <= max_state_kl and improvement > 0:
                 return True, step_fraction, k + 1, kl, largest_kl, improvement
             overshoot = max(kl / max_kl, largest_kl / max_state_kl)
-            sized = kl_sized_cuts and 1 < overshoot < math.inf
-            step_fraction *= min(backtrack_coeff, overshoot**-0.5) if sized else backtrack_coeff
+            step_fraction *= min(backtrack_coeff, overshoot**-0.5) if 1 < overshoot < math.inf else backtrack_coeff
         vector_to_parameters(old_params, actor.parameters())
     return False, 0.0, backtrack_iters, float("nan"), float("nan"), 0.0
 
@@ -554,7 +536,6 @@ def trpo_step(
     cg_iters,
     backtrack_iters,
     backtrack_coeff,
-    kl_sized_cuts,
 ):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
@@ -593,7 +574,6 @@ def trpo_step(
         max_state_kl,
         backtrack_iters,
         backtrack_coeff,
-        kl_sized_cuts,
     )
     diagnostics.update(
         kl=kl,
@@ -614,21 +594,21 @@ def flatten_steps_envs(*tensors):
 
 
 def adapt_trust_region(max_kl, damping, streak, success, args):
-    """After ls_fail_threshold failed line searches in a row, shrink max_kl and grow the damping
+    """After LS_FAIL_THRESHOLD failed line searches in a row, shrink max_kl and grow the damping
     (within their bounds): the quadratic model is not trusted at the current radius. After
-    ls_success_threshold successes in a row, undo one such change, up to the initial max_kl and
+    LS_SUCCESS_THRESHOLD successes in a row, undo one such change, up to the initial max_kl and
     down to the initial damping: a bad stretch of batches does not shorten every later step.
 
     streak counts the line searches in a row that ended as the last one: successes if positive,
     failures if negative. Returns the new (max_kl, damping, streak)."""
     streak = max(streak, 0) + 1 if success else min(streak, 0) - 1
-    if streak <= -args.ls_fail_threshold:
-        max_kl = max(max_kl * args.max_kl_decay, args.min_max_kl)
-        damping = min(damping * args.damping_growth, args.max_damping)
+    if streak <= -LS_FAIL_THRESHOLD:
+        max_kl = max(max_kl * MAX_KL_DECAY, MIN_MAX_KL)
+        damping = min(damping * DAMPING_GROWTH, MAX_DAMPING)
         streak = 0
-    elif args.ls_success_threshold and streak >= args.ls_success_threshold:
-        max_kl = min(max_kl / args.max_kl_decay, args.max_kl)
-        damping = max(damping / args.damping_growth, args.cg_damping)
+    elif streak >= LS_SUCCESS_THRESHOLD:
+        max_kl = min(max_kl / MAX_KL_DECAY, args.max_kl)
+        damping = max(damping / DAMPING_GROWTH, args.cg_damping)
         streak = 0
     return max_kl, damping, streak
 
@@ -636,13 +616,13 @@ def adapt_trust_region(max_kl, damping, streak, success, args):
 def adapt_entropy_coef(ent_coef, entropy, num_actions, args):
     """The entropy bonus for the next update. With a target, a multiplicative controller: the bonus
     grows while the policy's entropy is below target_entropy_frac * ln(num_actions) and shrinks while
-    it is above; without one, the decay schedule. Stays within [min_ent_coef, 1]: the cap bounds the
-    wind-up while the trust region holds the entropy away from its target."""
+    it is above; without one, fixed. Stays within [MIN_ENT_COEF, 1]: the cap bounds the wind-up while
+    the trust region holds the entropy away from its target."""
     if args.target_entropy_frac == 0:
-        return max(ent_coef * args.ent_decay, args.min_ent_coef)
+        return ent_coef
     max_entropy = math.log(num_actions)
     relative_gap = (args.target_entropy_frac * max_entropy - entropy) / max_entropy
-    return min(max(ent_coef * math.exp(args.ent_coef_rate * relative_gap), args.min_ent_coef), 1.0)
+    return min(max(ent_coef * math.exp(ENT_COEF_RATE * relative_gap), MIN_ENT_COEF), 1.0)
 
 
 def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
@@ -782,7 +762,7 @@ def summarize_evaluation(scores):
     return f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
 
 
-def load_model(path, num_actions, bf16):
+def load_model(path, num_actions):
     """Return (the actor saved in a .model or checkpoint.pt file, None), or (None, why it cannot be used here)."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=False)
@@ -791,7 +771,7 @@ def load_model(path, num_actions, bf16):
     if not isinstance(checkpoint, dict):  # a bare tensor, say
         return None, f"{path!r} is not a model of this script (it holds a {type(checkpoint).__name__})"
     try:
-        actor = Actor(num_actions, bf16)
+        actor = Actor(num_actions)
         actor.load_state_dict(checkpoint["actor"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         return None, f"{path!r} is not a model of this script for this game ({type(e).__name__})"
@@ -813,32 +793,14 @@ def check_args(args):
         ),
         (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
         (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
-        (0 < args.max_kl < inf, "max_kl must be positive and finite"),
-        (0 < args.min_max_kl <= args.max_kl, "min_max_kl must be in (0, max_kl]"),
+        (MIN_MAX_KL <= args.max_kl < inf, f"max_kl must be finite and at least {MIN_MAX_KL:g}"),
         (args.max_kl <= args.max_state_kl < inf, "max_state_kl must be finite and at least max_kl"),
         (args.cg_iters >= 1, "cg_iters must be at least 1"),
-        (
-            0 <= args.cg_damping <= args.max_damping < inf,
-            "cg_damping and max_damping must satisfy 0 <= cg_damping <= max_damping < inf",
-        ),
-        (0 < args.fvp_subsample <= 1, "fvp_subsample must be in (0, 1]"),
+        (0 <= args.cg_damping <= MAX_DAMPING, f"cg_damping must be in [0, {MAX_DAMPING:g}]"),
         (args.backtrack_iters >= 1, "backtrack_iters must be at least 1"),
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
-        (
-            0 <= args.min_ent_coef <= args.ent_coef < inf,
-            "ent_coef and min_ent_coef must satisfy 0 <= min_ent_coef <= ent_coef < inf",
-        ),
-        (0 < args.ent_decay <= 1, "ent_decay must be in (0, 1]"),
+        (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
         (0 <= args.target_entropy_frac < 1, "target_entropy_frac must be in [0, 1)"),
-        (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
-        (
-            args.target_entropy_frac == 0 or args.ent_decay == 1,
-            "ent_decay needs --target-entropy-frac 0: the adaptive entropy bonus has no decay",
-        ),
-        (args.ls_fail_threshold >= 1, "ls_fail_threshold must be at least 1"),
-        (args.ls_success_threshold >= 0, "ls_success_threshold must be at least 0"),
-        (0 < args.max_kl_decay <= 1, "max_kl_decay must be in (0, 1]"),
-        (1 <= args.damping_growth < inf, "damping_growth must be at least 1 and finite"),
         (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
         (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
         (
@@ -904,7 +866,7 @@ def main(args):
             sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
         num_actions = env.action_space.n
         env.close()
-        actor, error = load_model(args.eval_only, num_actions, args.bf16_policy)
+        actor, error = load_model(args.eval_only, num_actions)
         if error:
             sys.exit(f"{script}: error: {error}")
         device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
@@ -963,7 +925,7 @@ def main(args):
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
 
-    actor = Actor(envs.single_action_space.n, args.bf16_policy).to(device)
+    actor = Actor(envs.single_action_space.n).to(device)
     critic = Critic(args.bf16).to(device)
     for parameter in [*actor.parameters(), *critic.parameters()]:
         if dist.is_initialized():
@@ -1059,9 +1021,10 @@ def main(args):
         b_obs, b_actions, b_advantages, b_returns, b_values = flatten_steps_envs(
             observations, actions, advantages, returns, values
         )
-        if args.norm_adv:  # with the statistics of all ranks' advantages together
-            mean, std = global_mean_std(b_advantages)
-            b_advantages = (b_advantages - mean) / (std + 1e-8)
+        # Normalized always, with the statistics of all ranks' advantages together: the step's length
+        # comes from max_kl, so their scale only weighs the entropy bonus against them.
+        mean, std = global_mean_std(b_advantages)
+        b_advantages = (b_advantages - mean) / (std + 1e-8)
 
         # pi_old: the actor as it was during the rollout, in one batched pass.
         with torch.no_grad():
@@ -1074,7 +1037,7 @@ def main(args):
         objective_and_kls_fn = partial(
             surrogate_and_state_kls, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef, old_logits
         )
-        fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
+        fvp_size = max(1, int(FVP_SUBSAMPLE * args.batch_size))
         fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
         diagnostics = trpo_step(
             actor,
@@ -1086,7 +1049,6 @@ def main(args):
             args.cg_iters,
             args.backtrack_iters,
             args.backtrack_coeff,
-            args.kl_sized_cuts,
         )
         success = bool(diagnostics["line_search_success"])
         recent_successes.append(success)

@@ -241,7 +241,7 @@ def main():
     if args.measure_every < 2:
         parser.error("--measure-every must be at least 2: the update before a measured one gives the warm start")
     training_args = tyro.cli(trpo_atari.Args, args=training_argv)
-    probe = Probe(args.measure_every, training_args.seed, training_args.fvp_subsample)
+    probe = Probe(args.measure_every, training_args.seed, trpo_atari.FVP_SUBSAMPLE)
     train_with_probe(probe, training_args)
     threads = torch.get_num_threads()
     if args.out:

@@ -116,34 +116,18 @@ def recipe_commands(args, precision_suffixes):
     trpo_defaults = trpo_atari.Args()
     # Three batches of 8 x 1024 steps: a run's first update also pays for oneDNN's warm-up.
     timesteps = 3 * trpo_defaults.num_envs * 1024
-    large_batch = [
-        "--num-steps=1024",
-        f"--ent-coef-rate={trpo_defaults.ent_coef_rate * 1024 / trpo_defaults.num_steps:g}",
-        "--target-entropy-frac=0.9",
-    ]
-    small_trust_region = [
-        "--num-steps=1024",
-        "--max-kl=0.001",
-        "--target-entropy-frac=0",
-        "--ent-coef=0.01",
-        "--ent-decay=0.995",
-    ]
+    large_batch = ["--num-steps=1024", "--target-entropy-frac=0.9"]
+    small_trust_region = ["--num-steps=1024", "--max-kl=0.001", "--target-entropy-frac=0", "--ent-coef=0.01"]
     commands, reference_of = {}, {}
     for suffix in precision_suffixes:
         common = [f"--env-id={args.env_id}", "--eval-episodes=1", f"--total-timesteps={timesteps}", *suffix.split()]
         trpo = [sys.executable, os.path.join(REPO, "trpo_atari.py"), *common]
-        # With --bf16 the policy stays float32 unless --bf16-policy; the 8 x 1024 row has both in bfloat16.
-        bf16_policy = ["--bf16-policy"] if suffix else []
-        rows = {f"trpo_atari.py{suffix}": trpo}
-        if suffix:
-            rows[f"trpo_atari.py --bf16-policy{suffix}"] = [*trpo, "--bf16-policy"]
-        rows.update(
-            {
-                " ".join(["trpo_atari.py", *large_batch, *bf16_policy]) + suffix: [*trpo, *large_batch, *bf16_policy],
-                " ".join(["trpo_atari.py", *small_trust_region]) + suffix: [*trpo, *small_trust_region],
-                f"ppo_atari.py{suffix}": [sys.executable, os.path.join(REPO, "ppo_atari.py"), *common],
-            }
-        )
+        rows = {
+            f"trpo_atari.py{suffix}": trpo,
+            " ".join(["trpo_atari.py", *large_batch]) + suffix: [*trpo, *large_batch],
+            " ".join(["trpo_atari.py", *small_trust_region]) + suffix: [*trpo, *small_trust_region],
+            f"ppo_atari.py{suffix}": [sys.executable, os.path.join(REPO, "ppo_atari.py"), *common],
+        }
         commands.update(rows)
         reference_of.update({name: f"trpo_atari.py{suffix}" for name in rows if name != f"trpo_atari.py{suffix}"})
     return commands, reference_of

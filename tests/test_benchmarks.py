@@ -301,7 +301,8 @@ def plain_tiny_atari_kls(tmp_path_factory):
 
 def test_fvp_probe_measures_every_way_and_leaves_the_training_run_unchanged(tmp_path, plain_tiny_atari_kls):
     kls, probe = train_tiny_atari(
-        tmp_path / "probed", lambda training_args: fvp_atari.Probe(3, training_args.seed, training_args.fvp_subsample)
+        tmp_path / "probed",
+        lambda training_args: fvp_atari.Probe(3, training_args.seed, fvp_atari.trpo_atari.FVP_SUBSAMPLE),
     )
     np.testing.assert_array_equal(kls, plain_tiny_atari_kls)
     assert [record["update"] for record in probe.records] == [3, 6]
