@@ -178,9 +178,10 @@ def env_table(runs, table):
 
 
 def ablation_table(runs, ablations):
-    """One row per setting tried: its flags beyond the base row's, and its difference from the base on shared seeds."""
+    """One row per setting tried: its flags as run (a row and its base may have run different versions of the
+    script), and its difference from the base on shared seeds."""
     lines = [
-        "| setting | flags beyond the defaults | env | seeds | final eval | difference | p |",
+        "| setting | flags as run | env | seeds | final eval | difference | p |",
         "|-|-|-|-|-|-|-|",
     ]
     for item in ablations:
@@ -188,8 +189,7 @@ def ablation_table(runs, ablations):
         shared = [seed for seed in runs_of if seed in base]
         evals = np.array([final_eval(runs_of[seed]) for seed in shared])
         base_evals = np.array([final_eval(base[seed]) for seed in shared])
-        base_flags = flag_pairs(next(iter(base.values()))["command"])
-        flags = [pair for pair in flag_pairs(next(iter(runs_of.values()))["command"]) if pair not in base_flags]
+        flags = [pair for pair in flag_pairs(next(iter(runs_of.values()))["command"]) if pair[0] != "--total-timesteps"]
         p_value = f"{permutation_p_value(evals, base_evals):.3f}" if len(shared) >= 2 else "-"
         cells = [item["name"], f"`{join_flags(flags)}`" if flags else "(none)", item["env"], seed_range(shared)]
         cells += [f"{evals.mean():.1f}", f"{evals.mean() - base_evals.mean():+.1f}", p_value]

@@ -201,7 +201,7 @@ def test_report_compares_rows_with_the_first_and_ablations_with_their_base_on_sh
     # Training return over the last 10% of 1000 steps: the curve's points at 900 and 1000.
     assert f"| 2-4 | {mean:.1f} +- {std:.1f} | 950.0 | 2 of 3 | {mean - 200:+.1f}, p = {p_value:.3f} |" in tuned
     assert "CPU: CPU X; GPU: none; versions: torch 2.13.0, numpy 2.4.6." in lines
-    # The ablation row: only the flags beyond the base's, and the difference on seeds 2 and 3 alone.
+    # The ablation row: its flags as run, and the difference on seeds 2 and 3 alone.
     shared_p = report_module.permutation_p_value(np.array([250.0, 350.0]), np.array([200.0, 300.0]))
     assert f"| lower gamma | `--gamma 0.9 --no-norm-obs` | Env-v0 | 2-3 | 300.0 | +50.0 | {shared_p:.3f} |" in lines
 
