@@ -8,10 +8,8 @@ Every iteration collects num_steps x num_envs transitions, then
      subject to mean KL(pi_old || pi_theta) <= max_kl, a radius that shrinks linearly to
      --final-max-kl over training: a natural-gradient step found by conjugate gradient, scaled to
      the trust region and checked by a backtracking line search; ent_coef grows while the
-     policy's entropy per action dimension is below --target-entropy (which
-     --final-target-entropy moves linearly over training, or from --target-entropy-hold to
-     --target-entropy-fraction of it) and falls to almost nothing above it, where a penalty
-     adapted the same way (--entropy-ceiling) pulls the entropy down to the target,
+     policy's entropy per action dimension is below --target-entropy and falls to almost
+     nothing above it,
   3. fits the value network (a separate network, so it never moves the policy) by regression
      on the GAE returns with Adam on minibatches.
 """
@@ -92,9 +90,6 @@ class Args:
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
-    # As OpenAI baselines, Spinning Up and sb3-contrib size the step.
-    damped_step_length: bool = True
-    """if toggled, the full step's length comes from x^T (F + cg_damping * I) x instead of x^T F x"""
     fvp_subsample: float = 1.0
     """fraction of the batch used for Fisher-vector products"""
     backtrack_iters: int = 10
@@ -104,25 +99,14 @@ class Args:
     ent_coef: float = 0.0
     """coefficient of the entropy bonus in the surrogate objective: constant without target_entropy, else its start"""
     # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
-    # the std, and a seed whose noise runs out early stops exploring. The floor is held high (std
-    # 0.66) for most of training, where a faster gait is found, then falls.
-    target_entropy: float | None = 1.0
-    """if set, ent_coef adapts to hold the policy's entropy per action dimension near this many nats (1: std 0.66); None turns the bonus into the constant ent_coef"""
-    final_target_entropy: float | None = 0.0
-    """the entropy target moves linearly from target_entropy to this over training, or from target_entropy_hold to target_entropy_fraction of it (None: constant target)"""
-    target_entropy_fraction: float = 1.0
-    """the share of training by which the entropy target reaches final_target_entropy, after which it holds there"""
-    target_entropy_hold: float = 0.7
-    """the share of training over which the entropy target holds at target_entropy before it starts moving to final_target_entropy"""
+    # the std, and a seed whose noise runs out early stops exploring.
+    target_entropy: float | None = 0.0
+    """if set, ent_coef adapts to keep the policy's entropy per action dimension above this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
     # Fast enough that the bonus winds up before the first updates shrink the std below the floor.
     ent_coef_rate: float = 2.0
     """log(ent_coef) moves by this times (target_entropy - entropy per action dimension) per update"""
-    # The bonus only holds the entropy up; the evaluation acts with the Gaussian's mean, which should
-    # be trained under the noise the target asks for, not more.
-    entropy_ceiling: bool = True
-    """if toggled, an entropy penalty, adapted like the bonus with the gap reversed, also pulls the entropy down to the target (no effect without target_entropy)"""
     min_ent_coef: float = 1e-4
-    """the floor of the adapted ent_coef, and of the ceiling's penalty"""
+    """the floor of the adapted ent_coef"""
     # Much less noise at the start than std 1: a noisy start leaves HalfCheetah seeds in a poor gait.
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
@@ -408,24 +392,20 @@ def trpo_step(
     cg_iters,
     backtrack_iters,
     backtrack_coeff,
-    damped_step_length=False,
 ):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
     step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
-    With damped_step_length (the script's default) the length comes from x^T (F + damping I) x, as
-    in OpenAI baselines, Spinning Up and sb3-contrib: the damping then also shortens the step, most
-    where x lies along directions of small curvature. Without it, from the undamped x^T F x, the
-    KL's own quadratic model.
+    The step length uses the undamped x^T F x, the KL's own quadratic model, where OpenAI baselines,
+    Spinning Up and sb3-contrib use x^T (F + damping I) x: the damping only regularizes the solve,
+    and counting it in the length would make every step shorter than max_kl allows.
     """
     objective = objective_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
     fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
     step_direction = conjugate_gradient(lambda v: fisher_vector_product(v) + cg_damping * v, policy_gradient, cg_iters)
     curvature = step_direction @ fisher_vector_product(step_direction)
-    if damped_step_length:
-        curvature = curvature + cg_damping * (step_direction @ step_direction)
     full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
     diagnostics = {
         "kl": float("nan"),
@@ -572,15 +552,6 @@ def check_args(args):
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
         (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
         (args.target_entropy is None or -inf < args.target_entropy < inf, "target_entropy must be finite"),
-        (
-            args.final_target_entropy is None or -inf < args.final_target_entropy < inf,
-            "final_target_entropy must be finite",
-        ),
-        (0 < args.target_entropy_fraction <= 1, "target_entropy_fraction must be in (0, 1]"),
-        (
-            0 <= args.target_entropy_hold < args.target_entropy_fraction,
-            "target_entropy_hold must be in [0, target_entropy_fraction)",
-        ),
         (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
         (0 < args.min_ent_coef <= 0.1, "min_ent_coef must be in (0, 0.1]"),
         (-inf < args.log_std_init < inf, "log_std_init must be finite"),
@@ -695,17 +666,13 @@ def main(args):
     recent_returns = deque(maxlen=20)
     recent_successes = deque(maxlen=20)
     ent_coef = args.ent_coef
-    ent_penalty = args.min_ent_coef if args.entropy_ceiling and args.target_entropy is not None else 0.0
     envs.action_space.seed(args.seed)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
     for iteration in range(1, args.num_iterations + 1):
-        # The share of training done (0 at the first update) and still ahead, by which the annealed
-        # schedules scale; the entropy target's schedule runs from target_entropy_hold to
-        # target_entropy_fraction of training.
-        progress = (iteration - 1) / args.num_iterations
-        remaining = 1 - progress
+        # The share of training still ahead (1 at the first update), by which the annealed schedules scale.
+        remaining = 1 - (iteration - 1) / args.num_iterations
         gamma = linear_schedule(args.gamma, args.final_gamma, remaining)
         mean_snapshot = numpy_forward_fn(actor.mean)
         std = actor.log_std.detach().exp().cpu().numpy()
@@ -760,18 +727,8 @@ def main(args):
             entropy = old_dist.entropy().sum(-1).mean().item()
 
         max_kl = linear_schedule(args.max_kl, args.final_max_kl, remaining)
-        target_entropy = args.target_entropy
-        if target_entropy is not None:
-            fraction, hold = args.target_entropy_fraction, args.target_entropy_hold
-            entropy_remaining = min(max((fraction - progress) / (fraction - hold), 0.0), 1.0)
-            target_entropy = linear_schedule(target_entropy, args.final_target_entropy, entropy_remaining)
-
-        ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, target_entropy, args)
-        if args.entropy_ceiling and target_entropy is not None:
-            # The bonus's rule on the negated entropy and target: it grows while the entropy is above.
-            ent_penalty = adapt_entropy_coef(ent_penalty, -entropy / action_dim, -target_entropy, args)
-        net_ent_coef = ent_coef - ent_penalty
-        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, net_ent_coef)
+        ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, args.target_entropy, args)
+        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
         kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
         fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
         fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
@@ -785,7 +742,6 @@ def main(args):
             args.cg_iters,
             args.backtrack_iters,
             args.backtrack_coeff,
-            args.damped_step_length,
         )
         recent_successes.append(diagnostics["line_search_success"])
 
@@ -801,10 +757,8 @@ def main(args):
         writer.add_scalar("losses/value_loss", value_loss, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/entropy", entropy, global_step)
-        writer.add_scalar("trpo/ent_coef", net_ent_coef, global_step)
+        writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
         writer.add_scalar("trpo/max_kl", max_kl, global_step)
-        if target_entropy is not None:
-            writer.add_scalar("trpo/target_entropy", target_entropy, global_step)
         writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
         for key, value in diagnostics.items():
             writer.add_scalar(f"trpo/{key}", value, global_step)
@@ -812,7 +766,7 @@ def main(args):
         print(
             f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
             f"ls {'ok' if diagnostics['line_search_success'] else 'FAIL'} ({diagnostics['line_search_iters']} it, "
-            f"{np.mean(recent_successes):.0%} ok) kl {diagnostics['kl']:.4f} entropy {entropy:.2f} bonus {net_ent_coef:.4f}"
+            f"{np.mean(recent_successes):.0%} ok) kl {diagnostics['kl']:.4f} entropy {entropy:.2f} bonus {ent_coef:.4f}"
             + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
         )
 

@@ -137,14 +137,6 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--eval-episodes", "0"], "eval_episodes"),
     ("trpo_continuous.py", ["--log-std-init", "nan"], "log_std_init"),
     ("trpo_continuous.py", ["--target-entropy", "inf"], "target_entropy"),
-    ("trpo_continuous.py", ["--final-target-entropy", "-inf"], "final_target_entropy must be finite"),
-    ("trpo_continuous.py", ["--target-entropy-fraction", "0"], "target_entropy_fraction"),
-    ("trpo_continuous.py", ["--final-target-entropy", "0", "--target-entropy-hold", "1"], "target_entropy_hold"),
-    (
-        "trpo_continuous.py",
-        ["--target-entropy-fraction", "0.5"],
-        "target_entropy_hold must be in [0, target_entropy_fraction)",
-    ),
     ("trpo_continuous.py", ["--ent-coef-rate", "0"], "ent_coef_rate"),
     ("trpo_continuous.py", ["--seed", "-1"], "seed must be in"),
     ("trpo_discrete.py", ["--seed", "4294967296"], "seed must be in"),
@@ -328,11 +320,11 @@ def test_trpo_continuous_policy_starts_at_log_std_init(tmp_path, monkeypatch):
 
 def short_pendulum_entropy_run(tmp_path, monkeypatch, name, *flags):
     """(entropy, ent_coef) per update of a 10,240-step Pendulum run of trpo_continuous.py with a
-    constant entropy target and a fast controller, run in tmp_path/name."""
+    fast controller, run in tmp_path/name."""
     (tmp_path / name).mkdir()
     monkeypatch.chdir(tmp_path / name)
     size = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "256", "--total-timesteps", "10240"]
-    assert run_main(trpo_continuous, *size, "--final-target-entropy", "None", "--ent-coef-rate", "5", *flags) == 0
+    assert run_main(trpo_continuous, *size, "--ent-coef-rate", "5", *flags) == 0
     scalars = read_scalars(tmp_path / name)
     return scalars["losses/entropy"][1], scalars["trpo/ent_coef"][1]
 
@@ -342,23 +334,12 @@ def test_trpo_continuous_entropy_bonus_holds_the_entropy_up_only_with_a_target(t
     # the bonus climbs to its cap, the entropy rises to the target and the bonus falls back. Without a
     # target the bonus stays 0 and the entropy stays far below 1.5. Whether it rises or falls a little
     # within so short a run depends on float rounding (the thread count), so that is not asserted.
-    bonus_only = ["--log-std-init", "-0.5", "--no-entropy-ceiling"]
+    bonus_only = ["--log-std-init", "-0.5"]
     entropy, bonus = short_pendulum_entropy_run(tmp_path, monkeypatch, "1.5", *bonus_only, "--target-entropy", "1.5")
     assert bonus.max() == pytest.approx(0.1) and bonus[-1] < 0.05
     assert entropy[-1] > 1.4 > entropy[0]
     entropy, bonus = short_pendulum_entropy_run(tmp_path, monkeypatch, "None", *bonus_only, "--target-entropy", "None")
     assert (bonus == 0).all() and entropy.max() < 1.2
-
-
-def test_trpo_continuous_entropy_ceiling_pulls_the_entropy_down_to_the_target(tmp_path, monkeypatch):
-    # A target below the starting entropy (1.42 nats at std 1): the bonus alone sits at its floor and
-    # leaves the entropy where the policy takes it; the ceiling's penalty turns the coefficient
-    # negative, down to its cap, until the entropy has fallen past the target.
-    below_start = ["--log-std-init", "0", "--target-entropy", "0.5"]
-    entropy, coef = short_pendulum_entropy_run(tmp_path, monkeypatch, "ceiling", *below_start, "--entropy-ceiling")
-    assert coef.min() == pytest.approx(-0.1 + 1e-4) and entropy[-1] < 0.45 and entropy[0] > 1.4
-    entropy, coef = short_pendulum_entropy_run(tmp_path, monkeypatch, "bonus", *below_start, "--no-entropy-ceiling")
-    assert (coef > 0).all() and entropy.min() > 1.0
 
 
 def test_trpo_continuous_critic_has_the_width_asked_for(tmp_path, monkeypatch):
@@ -418,38 +399,6 @@ def test_trpo_continuous_discount_moves_linearly_to_final_gamma(tmp_path, monkey
     value_loss_constant = scalars["constant"]["losses/value_loss"][1]
     assert value_loss_moving[0] == value_loss_constant[0]
     assert value_loss_moving[-1] != value_loss_constant[-1]
-
-
-def test_trpo_continuous_entropy_target_moves_linearly_to_final_target_entropy(tmp_path, monkeypatch):
-    # Pendulum's policy starts at 0.42 nats (log std -1, one action dimension), below a target of 1,
-    # and keeps above 0.3 for four updates; at rate 0.5 the bonus stays under its cap of 0.1 for them.
-    from_start = ["--ent-coef", "0.01", "--ent-coef-rate", "0.5"]
-    below_target = [*from_start, "--target-entropy", "1", "--target-entropy-hold", "0"]
-    runs = {
-        "constant": [*below_target, "--final-target-entropy", "None"],
-        "default": from_start,
-        "to-1": [*below_target, "--final-target-entropy", "-1"],
-        "to-1-in-half": [*below_target, "--final-target-entropy", "-1", "--target-entropy-fraction", "0.5"],
-        "to-1-after-half": [*below_target, "--final-target-entropy", "-1", "--target-entropy-hold", "0.5"],
-        "no-target": ["--target-entropy", "None"],
-    }
-    scalars = scalars_of_four_updates(runs, tmp_path, monkeypatch)
-    assert list(scalars["constant"]["trpo/target_entropy"][1]) == pytest.approx([1.0] * 4)
-    assert list(scalars["to-1"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 0.5, 0.0, -0.5])
-    # Over the first half of training only, then held at its final value.
-    assert list(scalars["to-1-in-half"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 0.0, -1.0, -1.0])
-    # Held for the first half, then moved over the second, reaching -1 only after the last update.
-    assert list(scalars["to-1-after-half"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 1.0, 1.0, 0.0])
-    # By default 1 nat, held for 70% of training, then falling to 0 over the last 30%.
-    assert list(scalars["default"]["trpo/target_entropy"][1]) == pytest.approx([1.0, 1.0, 1.0, 0.25 / 0.3])
-    assert "trpo/target_entropy" not in scalars["no-target"]
-    # Below a constant target the bonus grows every update; a falling target grows it by less, then
-    # shrinks it once the target is under the entropy (the last two updates).
-    bonus = {name: np.array(scalars[name]["trpo/ent_coef"][1]) for name in runs}
-    assert (np.diff(bonus["constant"]) > 0).all()
-    assert bonus["to-1"][0] == bonus["constant"][0]
-    assert (bonus["to-1"][1:] < bonus["constant"][1:]).all()
-    assert bonus["to-1"][3] < bonus["to-1"][2] < bonus["to-1"][1]
 
 
 def test_ppo_continuous_learns_pendulum_within_200k_steps(tmp_path, monkeypatch):
