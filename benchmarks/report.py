@@ -258,16 +258,6 @@ def render(page, spec, runs, repo):
     return before + BEGIN + "\n\n" + "\n".join(generated) + END + after, plotted
 
 
-def shown_rows(pages):
-    """{(env_id, label)} of every row that some page of pages.json shows, ablation bases included."""
-    rows = set()
-    for spec in pages.values():
-        rows |= {(table["env"], label) for table in spec.get("tables", []) for label, _ in table["rows"]}
-        rows |= {(item["env"], item[key]) for item in spec.get("ablations", []) for key in ("base", "label")}
-        rows |= {(env_id, label) for env_id, label, _ in spec.get("headline", [])}
-    return rows
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only compare the committed pages with the summaries")

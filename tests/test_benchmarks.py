@@ -216,10 +216,20 @@ def test_report_refuses_a_page_without_markers_or_a_row_without_summaries(tmp_pa
         report_module.main(["--pages", str(pages), "--runs", str(tmp_path / "runs"), "--repo", str(tmp_path)])
 
 
+def shown_rows(pages):
+    """{(env_id, label)} of every row that some page of pages.json shows, ablation bases included."""
+    rows = set()
+    for spec in pages.values():
+        rows |= {(table["env"], label) for table in spec.get("tables", []) for label, _ in table["rows"]}
+        rows |= {(item["env"], item[key]) for item in spec.get("ablations", []) for key in ("base", "label")}
+        rows |= {(env_id, label) for env_id, label, _ in spec.get("headline", [])}
+    return rows
+
+
 def test_committed_pages_are_what_the_committed_summaries_give_and_every_summary_is_shown():
     assert report_module.main(["--check"]) == 0
     committed = {(path.parent.parent.name, path.parent.name) for path in report_module.RUNS.glob("*/*/seed*.json")}
-    assert committed == report_module.shown_rows(json.loads(report_module.PAGES.read_text()))
+    assert committed == shown_rows(json.loads(report_module.PAGES.read_text()))
 
 
 def test_every_file_linked_from_the_readme_and_docs_pages_exists():
