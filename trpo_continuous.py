@@ -291,13 +291,13 @@ def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef)
     return (ratio * advantages).mean() + ent_coef * dist.entropy().sum(-1).mean()
 
 
-def adapt_entropy_coef(ent_coef, entropy_per_dim, target_entropy, args):
+def adapt_entropy_coef(ent_coef, entropy_per_dim, args):
     """The entropy bonus for the next update: multiplied by exp(ent_coef_rate * (target - entropy)),
     so it grows while the entropy is below target_entropy and shrinks to min_ent_coef above it. The cap
     of 0.1 bounds the wind-up while the trust region holds the entropy away from its target."""
-    if target_entropy is None:
+    if args.target_entropy is None:
         return args.ent_coef
-    gap = target_entropy - entropy_per_dim
+    gap = args.target_entropy - entropy_per_dim
     return min(max(ent_coef * math.exp(args.ent_coef_rate * gap), args.min_ent_coef), 0.1)
 
 
@@ -727,7 +727,7 @@ def main(args):
             entropy = old_dist.entropy().sum(-1).mean().item()
 
         max_kl = linear_schedule(args.max_kl, args.final_max_kl, remaining)
-        ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, args.target_entropy, args)
+        ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, args)
         objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
         kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
         fvp_size = max(1, int(args.fvp_subsample * args.batch_size))

@@ -274,18 +274,19 @@ def test_gaussian_trpo_step_with_zero_advantages_follows_the_entropy_bonus():
 
 
 def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
-    args = trpo_continuous.Args(ent_coef_rate=0.5, min_ent_coef=1e-4)
-    adapt = partial(trpo_continuous.adapt_entropy_coef, target_entropy=0.0, args=args)
+    args = trpo_continuous.Args(ent_coef_rate=0.5, min_ent_coef=1e-4, target_entropy=0.0)
+    adapt = partial(trpo_continuous.adapt_entropy_coef, args=args)
     assert adapt(0.01, -0.2) == pytest.approx(0.01 * np.exp(0.1))
     assert adapt(0.01, 0.2) == pytest.approx(0.01 * np.exp(-0.1))
     assert adapt(0.09, -5.0) == 0.1
     # A bonus that starts at 0 starts at the floor, from where a multiplicative step can grow it.
     assert adapt(0.0, 1.0) == 1e-4
     assert adapt(1e-4, -1.0) > 1e-4
-    # The gap is measured from the target it is given: at -1 an entropy of -0.8 is above it.
-    assert trpo_continuous.adapt_entropy_coef(0.01, -0.8, -1.0, args) == pytest.approx(0.01 * np.exp(-0.1))
-    args.ent_coef = 0.003
-    assert trpo_continuous.adapt_entropy_coef(0.05, -5.0, None, args) == 0.003
+    # The gap is measured from the target: at -1 an entropy of -0.8 is above it.
+    args.target_entropy = -1.0
+    assert adapt(0.01, -0.8) == pytest.approx(0.01 * np.exp(-0.1))
+    args.ent_coef, args.target_entropy = 0.003, None
+    assert adapt(0.05, -5.0) == 0.003
 
 
 def test_running_mean_std_matches_numpy_over_batches():
