@@ -58,16 +58,21 @@ def load_runs(runs, env_id, label):
     return {s["seed"]: s for s in sorted(summaries, key=lambda s: s["seed"])}
 
 
-def final_eval(summary):
-    return float(np.mean(summary["final_eval"]))
+def final_evals(seed_runs, seeds=None):
+    """Each seed's final evaluation, the mean of its episodes, for the seeds given (default: all)."""
+    return np.array([float(np.mean(seed_runs[seed]["final_eval"])) for seed in (seed_runs if seeds is None else seeds)])
+
+
+def return_curve(summary):
+    """[(step, training episodic return)] of a run's binned curve, bins without a finished episode left out."""
+    return [(step, value) for step, value in summary["curves"]["charts/episodic_return"] if value is not None]
 
 
 def training_return(summary, share=0.1):
     """Mean of the binned training returns over the last `share` of the run's steps."""
-    points = [v for step, v in summary["curves"]["charts/episodic_return"] if v is not None]
-    steps = [step for step, v in summary["curves"]["charts/episodic_return"] if v is not None]
-    late = [v for step, v in zip(steps, points) if step >= (1 - share) * summary["global_steps"]]
-    return float(np.mean(late or points[-1:]))
+    curve = return_curve(summary)
+    late = [value for step, value in curve if step >= (1 - share) * summary["global_steps"]]
+    return float(np.mean(late or [curve[-1][1]]))
 
 
 def seed_range(seeds):
@@ -117,6 +122,17 @@ def join_flags(pairs):
     return " ".join(flag if value is None else f"{flag} {value}" for flag, value in pairs)
 
 
+def shown_flags(seed_runs):
+    """A row's flags as run, but --total-timesteps, which its steps column shows."""
+    first = next(iter(seed_runs.values()))
+    return join_flags(pair for pair in flag_pairs(first["command"]) if pair[0] != "--total-timesteps")
+
+
+def budget(seed_runs):
+    """The steps a row's runs were given, as in '1M'."""
+    return steps_label(max(s["global_steps"] for s in seed_runs.values()))
+
+
 def run_command(seed_runs, label):
     """The benchmarks/run.py command that produced a row."""
     first = next(iter(seed_runs.values()))
@@ -155,12 +171,9 @@ def env_table(runs, table):
     lines.append("|-" * (len(header) + 1) + "|")
     base = None
     for name, _, seed_runs in rows:
-        first = next(iter(seed_runs.values()))
-        flags = join_flags(pair for pair in flag_pairs(first["command"]) if pair[0] != "--total-timesteps")
-        evals = np.array([final_eval(s) for s in seed_runs.values()])
+        flags, evals = shown_flags(seed_runs), final_evals(seed_runs)
         trained = np.mean([training_return(s) for s in seed_runs.values()])
-        steps = steps_label(max(s["global_steps"] for s in seed_runs.values()))
-        cells = [name, f"`{flags}`" if flags else "", steps, seed_range(list(seed_runs))]
+        cells = [name, f"`{flags}`" if flags else "", budget(seed_runs), seed_range(list(seed_runs))]
         cells += [f"{evals.mean():.1f} +- {evals.std():.1f}", f"{trained:.1f}"]
         if reach:
             cells.append(f"{int((evals >= threshold).sum())} of {len(evals)}")
@@ -187,11 +200,9 @@ def ablation_table(runs, ablations):
     for item in ablations:
         base, runs_of = load_runs(runs, item["env"], item["base"]), load_runs(runs, item["env"], item["label"])
         shared = [seed for seed in runs_of if seed in base]
-        evals = np.array([final_eval(runs_of[seed]) for seed in shared])
-        base_evals = np.array([final_eval(base[seed]) for seed in shared])
-        flags = [pair for pair in flag_pairs(next(iter(runs_of.values()))["command"]) if pair[0] != "--total-timesteps"]
+        evals, base_evals, flags = final_evals(runs_of, shared), final_evals(base, shared), shown_flags(runs_of)
         p_value = f"{permutation_p_value(evals, base_evals):.3f}" if len(shared) >= 2 else "-"
-        cells = [item["name"], f"`{join_flags(flags)}`" if flags else "(none)", item["env"], seed_range(shared)]
+        cells = [item["name"], f"`{flags}`" if flags else "(none)", item["env"], seed_range(shared)]
         cells += [f"{evals.mean():.1f}", f"{evals.mean() - base_evals.mean():+.1f}", p_value]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
@@ -210,8 +221,7 @@ def plot(tables, path):
             grid = np.linspace(0, end, 100)
             curves = []
             for s in seed_runs.values():
-                points = [(step, v) for step, v in s["curves"]["charts/episodic_return"] if v is not None]
-                curves.append(np.interp(grid, *np.array(points).T))
+                curves.append(np.interp(grid, *np.array(return_curve(s)).T))
             mean, std = np.mean(curves, 0), np.std(curves, 0)
             (line,) = axis.plot(grid, mean, label=name)
             axis.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
@@ -230,9 +240,14 @@ def headline(runs, rows):
     lines = ["| env | implementation | steps | seeds | final eval, mean +- std | command |", "|-|-|-|-|-|-|"]
     for env_id, label, name in rows:
         seed_runs = load_runs(runs, env_id, label)
-        evals = np.array([final_eval(s) for s in seed_runs.values()])
-        steps = steps_label(max(s["global_steps"] for s in seed_runs.values()))
-        cells = [env_id, name, steps, seed_range(list(seed_runs)), f"{evals.mean():.1f} +- {evals.std():.1f}"]
+        evals = final_evals(seed_runs)
+        cells = [
+            env_id,
+            name,
+            budget(seed_runs),
+            seed_range(list(seed_runs)),
+            f"{evals.mean():.1f} +- {evals.std():.1f}",
+        ]
         lines.append("| " + " | ".join([*cells, f"`{run_command(seed_runs, label)}`"]) + " |")
     return lines + [""]
 
