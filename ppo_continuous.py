@@ -36,8 +36,6 @@ class Args:
     """the name of this experiment"""
     seed: int = 1
     """seed of python, numpy, torch, every env and action space"""
-    torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -126,18 +124,24 @@ def layer_init(layer, std=2**0.5, bias_const=0.0):
     return layer
 
 
+def mlp(in_dim, out_dim, width, out_std):
+    """Two tanh hidden layers of `width` units, orthogonally initialized; the output layer's gain is out_std."""
+    return nn.Sequential(
+        layer_init(nn.Linear(in_dim, width)),
+        nn.Tanh(),
+        layer_init(nn.Linear(width, width)),
+        nn.Tanh(),
+        layer_init(nn.Linear(width, out_dim), std=out_std),
+    )
+
+
 class Actor(nn.Module):
-    def __init__(self, obs_dim, action_dim):
+    def __init__(self, obs_dim, action_dim, log_std_init=0.0):
         super().__init__()
-        self.mean = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, action_dim), std=0.01),
-        )
+        # A small output gain: every mean action starts near 0.
+        self.mean = mlp(obs_dim, action_dim, 64, out_std=0.01)
         # State-independent log standard deviation, one per action dimension.
-        self.log_std = nn.Parameter(torch.zeros(action_dim))
+        self.log_std = nn.Parameter(torch.full((action_dim,), log_std_init))
 
     def forward(self, obs):
         """Mean and log-std of the Gaussian policy, both of shape (batch, action_dim)."""
@@ -150,15 +154,9 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    def __init__(self, obs_dim):
+    def __init__(self, obs_dim, width=64):
         super().__init__()
-        self.net = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 1), std=1.0),
-        )
+        self.net = mlp(obs_dim, 1, width, out_std=1.0)
 
     def forward(self, obs):
         return self.net(obs).squeeze(-1)
@@ -168,9 +166,7 @@ class RunningMeanStd:
     """Mean and variance of a stream of batches, merged with Chan et al.'s parallel formula."""
 
     def __init__(self, shape):
-        self.mean = np.zeros(shape)
-        self.var = np.ones(shape)
-        self.count = 1e-4
+        self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
 
     def update(self, batch):
         # One NaN or inf (from a broken reward or observation) would poison the statistics for good.
@@ -181,8 +177,7 @@ class RunningMeanStd:
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
-        self.var = sum_sq / total
-        self.count = total
+        self.var, self.count = sum_sq / total, total
 
     def normalize(self, x):
         return np.clip((x - self.mean) / np.sqrt(self.var + 1e-8), -10.0, 10.0)
@@ -195,25 +190,23 @@ class RunningMeanStd:
 
 
 def numpy_forward_fn(net):
-    """A numpy snapshot of net, an nn.Sequential of Linear and Tanh layers: x -> net(x) for numpy arrays.
+    """A numpy snapshot of an mlp(): x -> net(x) for numpy arrays, equal to float32 rounding.
 
     The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
-    several times the arithmetic, and numpy's a fraction of torch's. A snapshot serves the whole
-    rollout, since the weights change only in the update; it agrees with net(x) to float32 rounding."""
-    layers = []
-    for layer in net:
-        if isinstance(layer, nn.Linear):
-            weight_t = layer.weight.detach().cpu().numpy().T.copy()
-            bias = layer.bias.detach().cpu().numpy().copy()
-            layers.append(lambda x, weight_t=weight_t, bias=bias: x @ weight_t + bias)
-        elif isinstance(layer, nn.Tanh):
-            layers.append(np.tanh)
-        else:
-            raise TypeError(f"numpy_forward_fn has no numpy version of {layer}; add one beside nn.Tanh")
+    several times the arithmetic, and numpy's a fraction of torch's. The weights change only in
+    the update, so one snapshot serves a whole rollout."""
+    if [type(layer) for layer in net] != [nn.Linear, nn.Tanh, nn.Linear, nn.Tanh, nn.Linear]:
+        raise TypeError(f"numpy_forward_fn has a numpy version of mlp()'s layers only, not of {net}")
+    linears = [
+        (layer.weight.detach().cpu().numpy().T.copy(), layer.bias.detach().cpu().numpy().copy())
+        for layer in net
+        if isinstance(layer, nn.Linear)
+    ]
 
     def forward(x):
-        for layer in layers:
-            x = layer(x)
+        for i, (weight_t, bias) in enumerate(linears):
+            x = x @ weight_t + bias
+            x = np.tanh(x) if i < len(linears) - 1 else x
         return x
 
     return forward
@@ -222,23 +215,20 @@ def numpy_forward_fn(net):
 def sample_action(mean, std):
     """Sample a = mean + std * noise for each row of a numpy array of means, std the standard deviations.
 
-    The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass, since the
-    policy does not change during it."""
+    The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass."""
     return mean + std * np.random.standard_normal(mean.shape)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
-    """GAE over (num_steps, num_envs) numpy arrays, all envs at once.
+    """GAE over (num_steps, num_envs) numpy arrays, all envs at once; returns (advantages, returns).
 
-    Convention: dones[t] = 1 when transition t ended its episode (terminated or truncated), so
-    s_{t+1} belongs to a new episode and is not bootstrapped from. A truncated transition already
-    carries gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
-    """
-    num_steps = rewards.shape[0]
+    dones[t] = 1 when transition t ended its episode (terminated or truncated), so s_{t+1} belongs to
+    a new episode and is not bootstrapped from; a truncated transition already carries
+    gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step)."""
     advantages = np.zeros_like(rewards)
     last_gae = np.zeros_like(next_value)
-    for t in reversed(range(num_steps)):
-        next_values = next_value if t == num_steps - 1 else values[t + 1]
+    for t in reversed(range(rewards.shape[0])):
+        next_values = next_value if t == rewards.shape[0] - 1 else values[t + 1]
         not_done = 1.0 - dones[t]
         delta = rewards[t] + gamma * next_values * not_done - values[t]
         last_gae = delta + gamma * gae_lambda * not_done * last_gae
@@ -253,9 +243,59 @@ def clipped_policy_loss(ratio, advantages, clip_coef):
     return -torch.min(ratio * advantages, clipped_ratio * advantages).mean()
 
 
-def flatten_steps_envs(*tensors):
-    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
-    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
+def ppo_update(actor, critic, optimizer, batch, args):
+    """update_epochs passes of Adam over shuffled minibatches of the batch (b_obs, b_actions, b_logprobs,
+    b_advantages, b_returns, b_values) on the loss in the module docstring. Returns the last minibatch's
+    losses, the mean approximate KL and clip fraction, and how many steps were skipped as non-finite."""
+    b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = batch
+    parameters = [*actor.parameters(), *critic.parameters()]
+    clip_fractions, approx_kls, skipped_steps = [], [], 0
+    for _ in range(args.update_epochs):
+        permutation = torch.randperm(args.batch_size, device=b_obs.device)
+        for start in range(0, args.batch_size, args.minibatch_size):
+            idx = permutation[start : start + args.minibatch_size]
+            dist = actor.dist(b_obs[idx])
+            log_ratio = dist.log_prob(b_actions[idx]).sum(-1) - b_logprobs[idx]
+            ratio = log_ratio.exp()
+            with torch.no_grad():
+                # KL(old || new) estimated by E[(r - 1) - log r] (low variance, never negative).
+                approx_kls.append(((ratio - 1) - log_ratio).mean())
+                clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
+            mb_advantages = b_advantages[idx]
+            if args.norm_adv:
+                mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+            policy_loss = clipped_policy_loss(ratio, mb_advantages, args.clip_coef)
+
+            new_values = critic(b_obs[idx])
+            value_loss = (new_values - b_returns[idx]) ** 2
+            if args.clip_vloss:
+                # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
+                value_change = torch.clamp(new_values - b_values[idx], -args.clip_coef, args.clip_coef)
+                value_loss = torch.max(value_loss, (b_values[idx] + value_change - b_returns[idx]) ** 2)
+            value_loss = 0.5 * value_loss.mean()
+            entropy = dist.entropy().sum(-1).mean()
+            loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
+
+            optimizer.zero_grad()
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(parameters, args.max_grad_norm)
+            if not torch.isfinite(loss + grad_norm):  # a non-finite step never reaches the weights
+                skipped_steps += 1
+                continue
+            optimizer.step()
+        # Read from the device once an epoch, and only for target_kl.
+        if args.target_kl is not None and torch.stack(approx_kls[-args.num_minibatches :]).mean() > args.target_kl:
+            break
+    # The minibatches' statistics stay on the device until here: one read per update.
+    approx_kl, clip_fraction = torch.stack([torch.stack(approx_kls), torch.stack(clip_fractions)]).mean(1).tolist()
+    return {
+        "value_loss": value_loss.item(),
+        "policy_loss": policy_loss.item(),
+        "entropy": entropy.item(),
+        "approx_kl": approx_kl,
+        "clipfrac": clip_fraction,
+        "nonfinite_skipped": skipped_steps,
+    }
 
 
 def evaluate(actor, obs_rms, args, device, video_name=None):
@@ -265,9 +305,8 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
     Its env is seeded with seed + 10_000 and it draws from no global random generator, so every
     evaluation starts from the same states and evaluating during training leaves the run unchanged."""
     env = make_env(args.env_id, 0, video_name is not None, video_name)()
-    episodic_returns = []
+    episodic_returns, episodic_return = [], 0.0
     obs, _ = env.reset(seed=args.seed + 10_000)
-    episodic_return = 0.0
     while len(episodic_returns) < args.eval_episodes:
         obs = obs_rms.normalize(obs) if obs_rms is not None else obs
         with torch.no_grad():
@@ -284,19 +323,44 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
     return episodic_returns
 
 
-def summarize_evaluation(episodic_returns):
-    """The one-line summary of an evaluation's returns."""
-    return f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
+def final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step):
+    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
+    logged episode by episode and as the last point of the evaluation curve, printed, uploaded with --track."""
+    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
+    for i, episodic_return in enumerate(eval_returns if writer is not None else []):
+        writer.add_scalar("eval/final_episodic_return", episodic_return, i)
+    print(f"eval: {log_evaluation(writer, eval_returns, global_step, args)}")
+    if writer is not None and args.track and args.capture_video:
+        import wandb
+
+        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
+            wandb.log({"videos": wandb.Video(video)})
+    return eval_returns
+
+
+def log_evaluation(writer, episodic_returns, global_step, args):
+    """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
+    summary = f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
+    if writer is not None:
+        writer.add_scalar("eval/episodic_return", np.mean(episodic_returns), global_step)
+    return summary
+
+
+def save_model(path, args, actor, critic, obs_rms, return_rms):
+    """Save the networks, the normalization statistics (None where not normalized) and the arguments."""
+    model = {"actor": actor.state_dict(), "critic": critic.state_dict(), "args": vars(args)}
+    for name, rms in (("obs_rms", obs_rms), ("return_rms", return_rms)):
+        model[name] = rms.state_dict() if rms is not None else None
+    torch.save(model, path)
+    print(f"model saved to {path}")
 
 
 def load_model(path, observation_space, action_space):
-    """Return ((actor, obs_rms) from a --save-model file, None), or (None, why it cannot be used here)."""
+    """(actor, obs_rms) from a --save-model file; raises ValueError saying why it cannot be used here."""
     try:
         checkpoint = torch.load(path, map_location="cpu")
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        return None, f"cannot read model file {path!r} ({type(e).__name__})"
-    if not isinstance(checkpoint, dict):  # a bare tensor, say
-        return None, f"{path!r} is not a model of this script (it holds a {type(checkpoint).__name__})"
+        raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
         actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
         actor.load_state_dict(checkpoint["actor"])
@@ -306,91 +370,14 @@ def load_model(path, observation_space, action_space):
             obs_rms.load_state_dict(checkpoint["obs_rms"])
             if obs_rms.mean.shape != observation_space.shape:
                 raise ValueError("observation statistics of another shape")
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
-        return None, f"{path!r} is not a model of this script for these spaces ({type(e).__name__})"
-    return (actor, obs_rms), None
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError) as e:
+        raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
+    return actor, obs_rms
 
 
-def select_device(use_cuda, script):
-    """CUDA when asked for and available; otherwise the CPU, saying so when CUDA was asked for."""
-    if use_cuda and not torch.cuda.is_available():
-        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
-    return torch.device("cuda" if use_cuda and torch.cuda.is_available() else "cpu")
-
-
-def check_args(args):
-    """Return an error message for the first argument no run can use, else None.
-
-    Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
-    inf = math.inf
-    requirements = [
-        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
-        (args.num_envs >= 1, "num_envs must be at least 1"),
-        (args.num_steps >= 1, "num_steps must be at least 1"),
-        (
-            args.total_timesteps >= args.num_envs * args.num_steps,
-            "total_timesteps must be at least num_envs * num_steps",
-        ),
-        (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
-        (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
-        (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
-        (
-            1 <= args.num_minibatches <= args.num_envs * args.num_steps // 2,
-            "num_minibatches must be in [1, num_envs * num_steps / 2] (advantages are normalized per minibatch)",
-        ),
-        (args.update_epochs >= 1, "update_epochs must be at least 1"),
-        (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
-        (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
-        (0 <= args.vf_coef < inf, "vf_coef must be non-negative and finite"),
-        (0 < args.max_grad_norm < inf, "max_grad_norm must be positive and finite"),
-        (args.target_kl is None or 0 < args.target_kl < inf, "target_kl must be positive and finite"),
-        (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
-        (args.eval_every >= 0, "eval_every must be at least 0"),
-    ]
-    return next((message for ok, message in requirements if not ok), None)
-
-
-def main(args):
-    script = os.path.basename(__file__)
-    error = check_args(args)
-    if error:
-        sys.exit(f"{script}: error: {error}")
-    args.batch_size = args.num_envs * args.num_steps
-    args.minibatch_size = args.batch_size // args.num_minibatches
-    args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-
-    try:
-        env = make_env(args.env_id, 0, False, run_name)()
-    except gym.error.Error as e:
-        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
-    observation_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if not isinstance(action_space, gym.spaces.Box):
-        sys.exit(f"{script}: error: {args.env_id} has {action_space} actions; this script needs Box")
-    if not isinstance(observation_space, gym.spaces.Box):
-        sys.exit(f"{script}: error: {args.env_id} has {observation_space} observations; need Box")
-
-    if args.eval_only is not None:
-        model, error = load_model(args.eval_only, observation_space, action_space)
-        if error:
-            sys.exit(f"{script}: error: {error}")
-        actor, obs_rms = model
-        device = select_device(args.cuda, script)
-        eval_returns = evaluate(
-            actor.to(device), obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None
-        )
-        print(f"eval: {summarize_evaluation(eval_returns)}")
-        return eval_returns
-
-    envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
-        # SAME_STEP: the obs returned with done is already the next episode's first obs and the
-        # terminal one is in infos["final_obs"], so no step of the rollout is a fake reset transition.
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
-    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-
+def start_logging(args, run_name):
+    """The TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; with --track,
+    Weights and Biases mirrors it."""
     if args.track:
         import wandb
 
@@ -403,21 +390,81 @@ def main(args):
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
+    hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
+    return writer
+
+
+def check_inputs(args):
+    """The env's (observation space, action space); raises ValueError naming the first argument no
+    run can use. Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
+    inf, batch_size = math.inf, args.num_envs * args.num_steps
+    requirements = [
+        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
+        (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
+        (args.total_timesteps >= batch_size, "total_timesteps must be at least num_envs * num_steps"),
+        (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
+        (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
+        (
+            1 <= args.num_minibatches <= batch_size // 2,
+            "num_minibatches must be in [1, num_envs * num_steps / 2] (advantages are normalized per minibatch)",
+        ),
+        (args.update_epochs >= 1, "update_epochs must be at least 1"),
+        (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
+        (0 <= args.ent_coef < inf and 0 <= args.vf_coef < inf, "ent_coef and vf_coef must be >= 0 and finite"),
+        (0 < args.max_grad_norm < inf, "max_grad_norm must be positive and finite"),
+        (args.target_kl is None or 0 < args.target_kl < inf, "target_kl must be positive and finite"),
+        (args.eval_episodes >= 1 and args.eval_every >= 0, "eval_episodes must be >= 1 and eval_every >= 0"),
+    ]
+    for ok, message in requirements:
+        if not ok:
+            raise ValueError(message)
+    try:  # after the checks above: making an env can print warnings
+        env = make_env(args.env_id, 0, False, None)()
+    except gym.error.Error as e:
+        raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
+    env.close()
+    obs_space, action_space = env.observation_space, env.action_space
+    spaces_fit = isinstance(action_space, gym.spaces.Box) and isinstance(obs_space, gym.spaces.Box)
+    if not spaces_fit:
+        raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need Box, Box")
+    return obs_space, action_space
+
+
+def main(args):
+    script = os.path.basename(__file__)
+    try:  # nothing is written before the arguments and the model file have been checked
+        observation_space, action_space = check_inputs(args)
+        model = load_model(args.eval_only, observation_space, action_space) if args.eval_only else None
+    except ValueError as e:
+        sys.exit(f"{script}: error: {e}")
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.cuda and not torch.cuda.is_available():
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+
+    if model is not None:
+        actor, obs_rms = model
+        return final_evaluation(actor.to(device), obs_rms, args, device, run_name, None, 0)
+
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
+        # SAME_STEP: the obs returned with done is already the next episode's first obs and the
+        # terminal one is in infos["final_obs"], so no step of the rollout is a fake reset transition.
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    writer = start_logging(args, run_name)
 
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = select_device(args.cuda, script)
-
     obs_shape, action_shape = observation_space.shape, action_space.shape
-    action_low, action_high = action_space.low, action_space.high
     actor = Actor(np.prod(obs_shape), np.prod(action_shape)).to(device)
-    critic = Critic(np.prod(obs_shape)).to(device)
+    critic = Critic(np.prod(obs_shape), 64).to(device)
     optimizer = torch.optim.Adam(
         [*actor.parameters(), *critic.parameters()], lr=args.learning_rate, eps=1e-5, fused=True
     )
@@ -427,25 +474,21 @@ def main(args):
     discounted_return = np.zeros(args.num_envs)
 
     def normalize(obs, update_stats=False):
-        if obs_rms is not None:
-            if update_stats:
-                obs_rms.update(obs)
-            obs = obs_rms.normalize(obs)
-        return obs.astype(np.float32)
+        if obs_rms is not None and update_stats:
+            obs_rms.update(obs)
+        return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
 
     def to_tensor(array):
         return torch.as_tensor(array, device=device)
 
-    # Rollout storage, (num_steps, num_envs, ...) everywhere; flattened the same way before the update.
-    # numpy during the rollout (a numpy write costs far less than a torch one at this size), moved
-    # to torch once per rollout.
+    # Rollout storage, (num_steps, num_envs, ...): numpy while acting (a numpy write costs far less
+    # than a torch one at this size), moved to torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
     actions = np.zeros((args.num_steps, args.num_envs) + action_shape, dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
-    global_step = 0
-    start_time = time.time()
+    global_step, start_time = 0, time.time()
     recent_returns = deque(maxlen=20)
     envs.action_space.seed(args.seed)
     next_obs, _ = envs.reset(seed=args.seed)
@@ -460,12 +503,9 @@ def main(args):
             global_step += args.num_envs
             observations[step] = next_obs
             actions[step] = sample_action(mean_snapshot(next_obs), std)
-
-            # Only the env sees the clipped action; the stored action (and so its log-prob) is the
-            # unclipped sample.
-            next_obs, reward, terminations, truncations, infos = envs.step(
-                np.clip(actions[step], action_low, action_high)
-            )
+            # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample.
+            clipped_actions = np.clip(actions[step], action_space.low, action_space.high)
+            next_obs, reward, terminations, truncations, infos = envs.step(clipped_actions)
             if return_rms is not None:
                 discounted_return = discounted_return * args.gamma + reward
                 return_rms.update(discounted_return)
@@ -478,120 +518,47 @@ def main(args):
                 final_obs = normalize(np.stack(infos["final_obs"][truncated]))
                 with torch.inference_mode():
                     reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
-            rewards[step] = reward
-            dones[step] = terminations | truncations
+            rewards[step], dones[step] = reward, terminations | truncations
             next_obs = normalize(next_obs, update_stats=True)
+            for i in np.flatnonzero(infos.get("_episode", [])):
+                recent_returns.append(infos["episode"]["r"][i])
+                writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
+                writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
 
-            if "_episode" in infos:
-                for i in np.flatnonzero(infos["_episode"]):
-                    recent_returns.append(infos["episode"]["r"][i])
-                    writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
-                    writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
-
-        with torch.no_grad():
-            # One batched pass for V(s_t) over the whole rollout: the critic is fixed until the update.
+        with torch.no_grad():  # V(s_t) of the whole rollout in one pass: the critic is fixed until the update
             values = critic(to_tensor(observations)).cpu().numpy()
             next_value = critic(to_tensor(next_obs)).cpu().numpy()
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-
-        b_obs, b_actions, b_advantages, b_returns, b_values = flatten_steps_envs(
-            *map(to_tensor, (observations, actions, advantages, returns, values))
-        )
-        # log pi_old(a|s): the actor as it was during the rollout, in one batched pass.
-        with torch.no_grad():
+        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+        batch = (observations, actions, advantages, returns, values)
+        b_obs, b_actions, b_advantages, b_returns, b_values = (to_tensor(x).flatten(0, 1) for x in batch)
+        with torch.no_grad():  # log pi_old(a|s): the actor as it was during the rollout
             b_logprobs = actor.dist(b_obs).log_prob(b_actions).sum(-1)
 
-        clip_fractions, approx_kls, skipped_steps = [], [], 0
-        for _ in range(args.update_epochs):
-            permutation = torch.randperm(args.batch_size, device=device)
-            for start in range(0, args.batch_size, args.minibatch_size):
-                idx = permutation[start : start + args.minibatch_size]
-                dist = actor.dist(b_obs[idx])
-                log_ratio = dist.log_prob(b_actions[idx]).sum(-1) - b_logprobs[idx]
-                ratio = log_ratio.exp()
-                with torch.no_grad():
-                    # KL(old || new) estimated by E[(r - 1) - log r] (low variance, never negative).
-                    approx_kls.append(((ratio - 1) - log_ratio).mean())
-                    clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
-
-                mb_advantages = b_advantages[idx]
-                if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                policy_loss = clipped_policy_loss(ratio, mb_advantages, args.clip_coef)
-
-                new_values = critic(b_obs[idx])
-                value_loss_unclipped = (new_values - b_returns[idx]) ** 2
-                if args.clip_vloss:
-                    # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
-                    clipped_values = b_values[idx] + torch.clamp(
-                        new_values - b_values[idx], -args.clip_coef, args.clip_coef
-                    )
-                    value_loss = 0.5 * torch.max(value_loss_unclipped, (clipped_values - b_returns[idx]) ** 2).mean()
-                else:
-                    value_loss = 0.5 * value_loss_unclipped.mean()
-                entropy = dist.entropy().sum(-1).mean()
-                loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
-
-                optimizer.zero_grad()
-                loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_([*actor.parameters(), *critic.parameters()], args.max_grad_norm)
-                if not torch.isfinite(loss + grad_norm):
-                    skipped_steps += 1
-                    continue
-                optimizer.step()
-            # Read from the device once an epoch, and only for target_kl.
-            if args.target_kl is not None and torch.stack(approx_kls[-args.num_minibatches :]).mean() > args.target_kl:
-                break
-        # The minibatches' statistics stay on the device until here: one read per update.
-        approx_kl, clip_fraction = torch.stack(
-            [torch.stack(approx_kls).mean(), torch.stack(clip_fractions).mean()]
-        ).tolist()
+        batch = (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values)
+        losses = ppo_update(actor, critic, optimizer, batch, args)
 
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
         sps = int(global_step / (time.time() - start_time))
         writer.add_scalar("charts/SPS", sps, global_step)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
-        writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", entropy.item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl, global_step)
-        writer.add_scalar("losses/clipfrac", clip_fraction, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("losses/nonfinite_skipped", skipped_steps, global_step)
+        for key, value in losses.items():
+            writer.add_scalar(f"losses/{key}", value, global_step)
         recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
         print(
             f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
-            f"kl {approx_kl:.4f} clipfrac {clip_fraction:.3f}"
-            + (f" [non-finite: {skipped_steps} steps skipped]" if skipped_steps else "")
+            f"kl {losses['approx_kl']:.4f} clipfrac {losses['clipfrac']:.3f}"
+            + (f" [non-finite: {losses['nonfinite_skipped']} steps skipped]" if losses["nonfinite_skipped"] else "")
         )
-
         if args.eval_every and iteration % args.eval_every == 0:
             eval_returns = evaluate(actor, obs_rms, args, device)
-            writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
-            print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
+            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step, args)}")
 
     if args.save_model:
-        model_path = f"runs/{run_name}/{args.exp_name}.model"
-        model = {
-            "actor": actor.state_dict(),
-            "critic": critic.state_dict(),
-            "obs_rms": obs_rms.state_dict() if obs_rms is not None else None,
-            "return_rms": return_rms.state_dict() if return_rms is not None else None,
-            "args": vars(args),
-        }
-        torch.save(model, model_path)
-        print(f"model saved to {model_path}")
-    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
-    # The final evaluation episode by episode, and its mean as the last point of the evaluation curve.
-    for i, episodic_return in enumerate(eval_returns):
-        writer.add_scalar("eval/final_episodic_return", episodic_return, i)
-    writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
-    print(f"eval: {summarize_evaluation(eval_returns)}")
-
-    if args.track and args.capture_video:
-        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-            wandb.log({"videos": wandb.Video(video)})
+        save_model(f"runs/{run_name}/{args.exp_name}.model", args, actor, critic, obs_rms, return_rms)
+    eval_returns = final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step)
     envs.close()
     writer.close()
     return eval_returns

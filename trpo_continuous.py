@@ -2,16 +2,14 @@
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE (Schulman et al., 2016).
 Every iteration collects num_steps x num_envs transitions, then
-  1. estimates advantages A_t with GAE, at a discount moving linearly from --gamma to
-     --final-gamma over training,
+  1. estimates advantages A_t with GAE,
   2. maximises the surrogate L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta)
      subject to mean KL(pi_old || pi_theta) <= max_kl, a radius that shrinks linearly to
-     --final-max-kl over training: a natural-gradient step found by conjugate gradient, scaled to
+     final_max_kl over training: a natural-gradient step found by conjugate gradient, scaled to
      the trust region and checked by a backtracking line search; ent_coef grows while the
-     policy's entropy per action dimension is below --target-entropy and falls to almost
-     nothing above it,
+     policy's entropy per action dimension is below target_entropy and falls to almost nothing above it,
   3. fits the value network (a separate network, so it never moves the policy) by regression
-     on the GAE returns with Adam on minibatches.
+     on the GAE returns.
 """
 
 import glob
@@ -39,6 +37,16 @@ from torch.utils.tensorboard import SummaryWriter
 # ALE's ids (ALE/Breakout-v5, ...) are registered only once ale-py is imported.
 gym.register_envs(ale_py)
 
+# The line search gives up after this many tries, at backtrack_coeff**9 of the full step.
+BACKTRACK_ITERS = 10
+# The adaptive entropy bonus: log(ent_coef) moves by ENT_COEF_RATE * (target - entropy per action
+# dimension) per update, fast enough to wind up before the first updates shrink the std below the
+# target, and stays in [MIN_ENT_COEF, MAX_ENT_COEF], bounding the wind-up while the trust region
+# holds the entropy away from its target.
+ENT_COEF_RATE, MIN_ENT_COEF, MAX_ENT_COEF = 2.0, 1e-4, 0.1
+# The critic is wider than the actor: its fit is not bounded by a trust region, and its cost is small.
+ACTOR_WIDTH, CRITIC_WIDTH = 64, 256
+
 
 @dataclass
 class Args:
@@ -46,8 +54,6 @@ class Args:
     """the name of this experiment"""
     seed: int = 1
     """seed of python, numpy, torch, every env and action space"""
-    torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -71,19 +77,13 @@ class Args:
     """the number of steps per env per policy update"""
     gamma: float = 0.99
     """the discount factor"""
-    # A longer horizon late, once the policy no longer falls early, weighs the falls that come late
-    # in an episode; held at 0.995 from the start, it leaves some Hopper seeds standing still.
-    final_gamma: float | None = 0.995
-    """the discount factor moves linearly from gamma to this over training (None: constant gamma)"""
     # Andrychowicz et al. (2021) also recommend 0.9 over 0.95.
     gae_lambda: float = 0.9
     """the GAE lambda"""
-    norm_adv: bool = True
-    """if toggled, normalize the advantages over the batch"""
     # A wide region early, while the policy is far from good, and a narrow one late, when a step
     # that is too long costs a learned gait.
     max_kl: float = 0.04
-    """the trust region radius: the largest mean KL(old || new) a step may reach"""
+    """the trust region radius at the start: the largest mean KL(old || new) a step may reach"""
     final_max_kl: float | None = 0.01
     """the trust region radius shrinks linearly from max_kl to this over training (None: constant max_kl)"""
     cg_iters: int = 10
@@ -92,35 +92,21 @@ class Args:
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
     fvp_subsample: float = 1.0
     """fraction of the batch used for Fisher-vector products"""
-    backtrack_iters: int = 10
-    """the most line-search steps"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by this factor"""
-    ent_coef: float = 0.0
-    """coefficient of the entropy bonus in the surrogate objective: constant without target_entropy, else its start"""
     # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
     # the std, and a seed whose noise runs out early stops exploring.
     target_entropy: float | None = 0.0
-    """if set, ent_coef adapts to keep the policy's entropy per action dimension above this many nats (0: std 0.24); None turns the bonus into the constant ent_coef"""
-    # Fast enough that the bonus winds up before the first updates shrink the std below the floor.
-    ent_coef_rate: float = 2.0
-    """log(ent_coef) moves by this times (target_entropy - entropy per action dimension) per update"""
-    min_ent_coef: float = 1e-4
-    """the floor of the adapted ent_coef"""
+    """the entropy bonus keeps the policy's entropy per action dimension above this many nats (0: std 0.24); None: no bonus"""
     # Much less noise at the start than std 1: a noisy start leaves HalfCheetah seeds in a poor gait.
     log_std_init: float = -1.0
     """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
-    actor_width: int = 64
-    """the width of each of the policy network's two hidden layers"""
-    # Wider than the actor: the critic's fit is not bounded by a trust region, and its cost is small.
-    critic_width: int = 256
-    """the width of each of the value network's two hidden layers"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
-    # 40 Adam steps of 512 samples per update rather than hundreds of small ones: at this network
-    # size a step's cost is torch's per-call overhead, not its arithmetic.
     vf_epochs: int = 10
     """passes over the batch when fitting the value network"""
+    # 40 Adam steps of 512 samples per update rather than hundreds of small ones: at this network
+    # size a step's cost is torch's per-call overhead, not its arithmetic.
     vf_minibatches: int = 4
     """minibatches per value-network pass"""
     norm_obs: bool = True
@@ -162,16 +148,22 @@ def layer_init(layer, std=2**0.5, bias_const=0.0):
     return layer
 
 
+def mlp(in_dim, out_dim, width, out_std):
+    """Two tanh hidden layers of `width` units, orthogonally initialized; the output layer's gain is out_std."""
+    return nn.Sequential(
+        layer_init(nn.Linear(in_dim, width)),
+        nn.Tanh(),
+        layer_init(nn.Linear(width, width)),
+        nn.Tanh(),
+        layer_init(nn.Linear(width, out_dim), std=out_std),
+    )
+
+
 class Actor(nn.Module):
-    def __init__(self, obs_dim, action_dim, log_std_init=0.0, width=64):
+    def __init__(self, obs_dim, action_dim, log_std_init=0.0):
         super().__init__()
-        self.mean = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, width)),
-            nn.Tanh(),
-            layer_init(nn.Linear(width, width)),
-            nn.Tanh(),
-            layer_init(nn.Linear(width, action_dim), std=0.01),
-        )
+        # A small output gain: every mean action starts near 0.
+        self.mean = mlp(obs_dim, action_dim, ACTOR_WIDTH, out_std=0.01)
         # State-independent log standard deviation, one per action dimension.
         self.log_std = nn.Parameter(torch.full((action_dim,), log_std_init))
 
@@ -186,15 +178,9 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    def __init__(self, obs_dim, width):
+    def __init__(self, obs_dim, width=64):
         super().__init__()
-        self.net = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, width)),
-            nn.Tanh(),
-            layer_init(nn.Linear(width, width)),
-            nn.Tanh(),
-            layer_init(nn.Linear(width, 1), std=1.0),
-        )
+        self.net = mlp(obs_dim, 1, width, out_std=1.0)
 
     def forward(self, obs):
         return self.net(obs).squeeze(-1)
@@ -204,9 +190,7 @@ class RunningMeanStd:
     """Mean and variance of a stream of batches, merged with Chan et al.'s parallel formula."""
 
     def __init__(self, shape):
-        self.mean = np.zeros(shape)
-        self.var = np.ones(shape)
-        self.count = 1e-4
+        self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
 
     def update(self, batch):
         # One NaN or inf (from a broken reward or observation) would poison the statistics for good.
@@ -217,8 +201,7 @@ class RunningMeanStd:
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
-        self.var = sum_sq / total
-        self.count = total
+        self.var, self.count = sum_sq / total, total
 
     def normalize(self, x):
         return np.clip((x - self.mean) / np.sqrt(self.var + 1e-8), -10.0, 10.0)
@@ -231,25 +214,23 @@ class RunningMeanStd:
 
 
 def numpy_forward_fn(net):
-    """A numpy snapshot of net, an nn.Sequential of Linear and Tanh layers: x -> net(x) for numpy arrays.
+    """A numpy snapshot of an mlp(): x -> net(x) for numpy arrays, equal to float32 rounding.
 
     The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
-    several times the arithmetic, and numpy's a fraction of torch's. A snapshot serves the whole
-    rollout, since the weights change only in the update; it agrees with net(x) to float32 rounding."""
-    layers = []
-    for layer in net:
-        if isinstance(layer, nn.Linear):
-            weight_t = layer.weight.detach().cpu().numpy().T.copy()
-            bias = layer.bias.detach().cpu().numpy().copy()
-            layers.append(lambda x, weight_t=weight_t, bias=bias: x @ weight_t + bias)
-        elif isinstance(layer, nn.Tanh):
-            layers.append(np.tanh)
-        else:
-            raise TypeError(f"numpy_forward_fn has no numpy version of {layer}; add one beside nn.Tanh")
+    several times the arithmetic, and numpy's a fraction of torch's. The weights change only in
+    the update, so one snapshot serves a whole rollout."""
+    if [type(layer) for layer in net] != [nn.Linear, nn.Tanh, nn.Linear, nn.Tanh, nn.Linear]:
+        raise TypeError(f"numpy_forward_fn has a numpy version of mlp()'s layers only, not of {net}")
+    linears = [
+        (layer.weight.detach().cpu().numpy().T.copy(), layer.bias.detach().cpu().numpy().copy())
+        for layer in net
+        if isinstance(layer, nn.Linear)
+    ]
 
     def forward(x):
-        for layer in layers:
-            x = layer(x)
+        for i, (weight_t, bias) in enumerate(linears):
+            x = x @ weight_t + bias
+            x = np.tanh(x) if i < len(linears) - 1 else x
         return x
 
     return forward
@@ -258,23 +239,20 @@ def numpy_forward_fn(net):
 def sample_action(mean, std):
     """Sample a = mean + std * noise for each row of a numpy array of means, std the standard deviations.
 
-    The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass, since the
-    policy does not change during it."""
+    The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass."""
     return mean + std * np.random.standard_normal(mean.shape)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
-    """GAE over (num_steps, num_envs) numpy arrays, all envs at once.
+    """GAE over (num_steps, num_envs) numpy arrays, all envs at once; returns (advantages, returns).
 
-    Convention: dones[t] = 1 when transition t ended its episode (terminated or truncated), so
-    s_{t+1} belongs to a new episode and is not bootstrapped from. A truncated transition already
-    carries gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
-    """
-    num_steps = rewards.shape[0]
+    dones[t] = 1 when transition t ended its episode (terminated or truncated), so s_{t+1} belongs to
+    a new episode and is not bootstrapped from; a truncated transition already carries
+    gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step)."""
     advantages = np.zeros_like(rewards)
     last_gae = np.zeros_like(next_value)
-    for t in reversed(range(num_steps)):
-        next_values = next_value if t == num_steps - 1 else values[t + 1]
+    for t in reversed(range(rewards.shape[0])):
+        next_values = next_value if t == rewards.shape[0] - 1 else values[t + 1]
         not_done = 1.0 - dones[t]
         delta = rewards[t] + gamma * next_values * not_done - values[t]
         last_gae = delta + gamma * gae_lambda * not_done * last_gae
@@ -283,28 +261,20 @@ def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
 
 
 def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef):
-    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))].
-
-    The gradient step and the line search both call this, so they optimise the same objective."""
+    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))] (eq. 14 of the
+    TRPO paper, plus the bonus). The gradient step and the line search both call this."""
     dist = actor.dist(obs)
     ratio = torch.exp(dist.log_prob(actions).sum(-1) - old_logprobs)
     return (ratio * advantages).mean() + ent_coef * dist.entropy().sum(-1).mean()
 
 
-def adapt_entropy_coef(ent_coef, entropy_per_dim, args):
-    """The entropy bonus for the next update: multiplied by exp(ent_coef_rate * (target - entropy)),
-    so it grows while the entropy is below target_entropy and shrinks to min_ent_coef above it. The cap
-    of 0.1 bounds the wind-up while the trust region holds the entropy away from its target."""
-    if args.target_entropy is None:
-        return args.ent_coef
-    gap = args.target_entropy - entropy_per_dim
-    return min(max(ent_coef * math.exp(args.ent_coef_rate * gap), args.min_ent_coef), 0.1)
-
-
-def linear_schedule(start, final, remaining):
-    """start, moved linearly towards final as the share of training still ahead (remaining) falls from
-    1 to 0; start throughout when final is None."""
-    return start if final is None else final + (start - final) * remaining
+def adapt_entropy_coef(ent_coef, entropy_per_dim, target_entropy):
+    """The entropy bonus for the next update: multiplied by exp(ENT_COEF_RATE * (target - entropy)),
+    so it grows while the entropy is below target_entropy and shrinks to MIN_ENT_COEF above it."""
+    if target_entropy is None:
+        return 0.0
+    gap = target_entropy - entropy_per_dim
+    return min(max(ent_coef * math.exp(ENT_COEF_RATE * gap), MIN_ENT_COEF), MAX_ENT_COEF)
 
 
 def mean_kl(actor, obs, old_mean, old_log_std):
@@ -317,13 +287,10 @@ def fisher_vector_product_fn(actor, obs):
     """Return v -> F v, with F the Hessian of mean KL(pi_old || pi_theta) at theta = theta_old.
 
     At theta_old the KL's gradient w.r.t. the distribution parameters z = (mean, log_std) is zero,
-    so its Hessian w.r.t. theta is the Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta
-    and M the Hessian of the KL w.r.t. z: diagonal, 1 / sigma^2 for the mean and 2 for the
-    log-std. Both products with J are backward passes through graphs built once: J^T u is one
-    backward pass, and because u -> J^T u is linear, the gradient of (J^T u) . v w.r.t. u is J v
-    (the double-backward trick). For a small MLP this is faster than a forward-mode pass through
-    torch.func.functional_call.
-    """
+    so its Hessian w.r.t. theta is the Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and
+    M the Hessian of the KL w.r.t. z: diagonal, 1 / sigma^2 for the mean and 2 for the log-std.
+    J^T u is one backward pass; since u -> J^T u is linear, the gradient of (J^T u) . v w.r.t. u is
+    J v (the double-backward trick), faster than forward mode for a small MLP."""
     params = list(actor.parameters())
     mean, log_std = actor(obs)
     inv_var = torch.exp(-2 * log_std).detach()
@@ -345,8 +312,7 @@ def fisher_vector_product_fn(actor, obs):
 def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
     """Approximately solve A x = b for a symmetric positive-definite A given only v -> A v."""
     x = torch.zeros_like(b)
-    residual = b.clone()
-    direction = b.clone()
+    residual, direction = b.clone(), b.clone()
     residual_sq = residual @ residual
     for _ in range(iters):
         a_direction = matrix_vector_product(direction)
@@ -361,16 +327,15 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
     return x
 
 
-def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_iters, backtrack_coeff):
+def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_coeff):
     """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
     mean KL is at most max_kl and whose objective beats old_objective = objective_fn() at theta_old.
     On failure theta_old is restored.
 
-    Returns (success, step_fraction, iterations, kl, actual_improvement); kl is NaN on failure.
-    """
+    Returns (success, step_fraction, iterations, kl, actual_improvement); kl is NaN on failure."""
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
-        for k in range(backtrack_iters):
+        for k in range(BACKTRACK_ITERS):
             step_fraction = backtrack_coeff**k
             vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
             improvement = objective_fn().item() - old_objective
@@ -379,63 +344,39 @@ def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, ba
             if kl <= max_kl and improvement > 0:
                 return True, step_fraction, k + 1, kl, improvement
         vector_to_parameters(old_params, actor.parameters())
-    return False, 0.0, backtrack_iters, float("nan"), 0.0
+    return False, 0.0, BACKTRACK_ITERS, float("nan"), 0.0
 
 
-def trpo_step(
-    actor,
-    objective_fn,
-    kl_fn,
-    fvp_obs,
-    max_kl,
-    cg_damping,
-    cg_iters,
-    backtrack_iters,
-    backtrack_coeff,
-):
+def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
-    step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
-    The step length uses the undamped x^T F x, the KL's own quadratic model, where OpenAI baselines,
-    Spinning Up and sb3-contrib use x^T (F + damping I) x: the damping only regularizes the solve,
-    and counting it in the length would make every step shorter than max_kl allows.
-    """
+    step along x with 1/2 s^T F s = max_kl, Appendix C of the paper), then the line search.
+    Non-finite values skip the step. The step length uses the undamped x^T F x, the KL's own
+    quadratic model, where OpenAI baselines, Spinning Up and sb3-contrib use x^T (F + damping I) x:
+    the damping only regularizes the solve, and counting it would make every step shorter than max_kl allows."""
     objective = objective_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
     fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
-    step_direction = conjugate_gradient(lambda v: fisher_vector_product(v) + cg_damping * v, policy_gradient, cg_iters)
+    damped_fvp = lambda v: fisher_vector_product(v) + args.cg_damping * v
+    step_direction = conjugate_gradient(damped_fvp, policy_gradient, args.cg_iters)
     curvature = step_direction @ fisher_vector_product(step_direction)
     full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
-    diagnostics = {
-        "kl": float("nan"),
-        "expected_improvement": 0.0,
-        "actual_improvement": 0.0,
-        "line_search_success": 0.0,
-        "line_search_iters": 0,
-        "step_fraction": 0.0,
-        "nonfinite_skipped": 1.0,
+    finite = bool(torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0)
+    success, step_fraction, iters, kl, actual_improvement = False, 0.0, 0, math.nan, 0.0
+    if finite:
+        success, step_fraction, iters, kl, actual_improvement = line_search(
+            actor, objective_fn, kl_fn, full_step, objective.item(), max_kl, args.backtrack_coeff
+        )
+    return {
+        "kl": kl,
+        "expected_improvement": step_fraction * (policy_gradient @ full_step).item() if finite else 0.0,
+        "actual_improvement": actual_improvement,
+        "line_search_success": float(success),
+        "line_search_iters": iters,
+        "step_fraction": step_fraction,
+        "nonfinite_skipped": float(not finite),
     }
-    if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
-        return diagnostics
-    success, step_fraction, iters, kl, actual_improvement = line_search(
-        actor, objective_fn, kl_fn, full_step, objective.item(), max_kl, backtrack_iters, backtrack_coeff
-    )
-    diagnostics.update(
-        kl=kl,
-        expected_improvement=step_fraction * (policy_gradient @ full_step).item(),
-        actual_improvement=actual_improvement,
-        line_search_success=float(success),
-        line_search_iters=iters,
-        step_fraction=step_fraction,
-        nonfinite_skipped=0.0,
-    )
-    return diagnostics
-
-
-def flatten_steps_envs(*tensors):
-    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
-    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
 
 
 def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
@@ -469,9 +410,8 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
     Its env is seeded with seed + 10_000 and it draws from no global random generator, so every
     evaluation starts from the same states and evaluating during training leaves the run unchanged."""
     env = make_env(args.env_id, 0, video_name is not None, video_name)()
-    episodic_returns = []
+    episodic_returns, episodic_return = [], 0.0
     obs, _ = env.reset(seed=args.seed + 10_000)
-    episodic_return = 0.0
     while len(episodic_returns) < args.eval_episodes:
         obs = obs_rms.normalize(obs) if obs_rms is not None else obs
         with torch.no_grad():
@@ -488,22 +428,46 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
     return episodic_returns
 
 
-def summarize_evaluation(episodic_returns):
-    """The one-line summary of an evaluation's returns."""
-    return f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
+def final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step):
+    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
+    logged episode by episode and as the last point of the evaluation curve, printed, uploaded with --track."""
+    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
+    for i, episodic_return in enumerate(eval_returns if writer is not None else []):
+        writer.add_scalar("eval/final_episodic_return", episodic_return, i)
+    print(f"eval: {log_evaluation(writer, eval_returns, global_step, args)}")
+    if writer is not None and args.track and args.capture_video:
+        import wandb
+
+        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
+            wandb.log({"videos": wandb.Video(video)})
+    return eval_returns
+
+
+def log_evaluation(writer, episodic_returns, global_step, args):
+    """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
+    summary = f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
+    if writer is not None:
+        writer.add_scalar("eval/episodic_return", np.mean(episodic_returns), global_step)
+    return summary
+
+
+def save_model(path, args, actor, critic, obs_rms, return_rms):
+    """Save the networks, the normalization statistics (None where not normalized) and the arguments."""
+    model = {"actor": actor.state_dict(), "critic": critic.state_dict(), "args": vars(args)}
+    for name, rms in (("obs_rms", obs_rms), ("return_rms", return_rms)):
+        model[name] = rms.state_dict() if rms is not None else None
+    torch.save(model, path)
+    print(f"model saved to {path}")
 
 
 def load_model(path, observation_space, action_space):
-    """Return ((actor, obs_rms) from a --save-model file, None), or (None, why it cannot be used here)."""
+    """(actor, obs_rms) from a --save-model file; raises ValueError saying why it cannot be used here."""
     try:
         checkpoint = torch.load(path, map_location="cpu")
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        return None, f"cannot read model file {path!r} ({type(e).__name__})"
-    if not isinstance(checkpoint, dict):  # a bare tensor, say
-        return None, f"{path!r} is not a model of this script (it holds a {type(checkpoint).__name__})"
+        raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
-        width = checkpoint["actor"]["mean.0.weight"].shape[0]
-        actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape), width=width)
+        actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
         actor.load_state_dict(checkpoint["actor"])
         obs_rms = None
         if checkpoint["obs_rms"] is not None:
@@ -511,104 +475,14 @@ def load_model(path, observation_space, action_space):
             obs_rms.load_state_dict(checkpoint["obs_rms"])
             if obs_rms.mean.shape != observation_space.shape:
                 raise ValueError("observation statistics of another shape")
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
-        return None, f"{path!r} is not a model of this script for these spaces ({type(e).__name__})"
-    return (actor, obs_rms), None
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError) as e:
+        raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
+    return actor, obs_rms
 
 
-def select_device(use_cuda, script):
-    """CUDA when asked for and available; otherwise the CPU, saying so when CUDA was asked for."""
-    if use_cuda and not torch.cuda.is_available():
-        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
-    return torch.device("cuda" if use_cuda and torch.cuda.is_available() else "cpu")
-
-
-def check_args(args):
-    """Return an error message for the first argument no run can use, else None.
-
-    Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
-    inf = math.inf
-    requirements = [
-        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
-        (args.num_envs >= 1, "num_envs must be at least 1"),
-        (args.num_envs * args.num_steps >= 2, "num_envs * num_steps must be at least 2 (advantages are normalized)"),
-        (args.num_steps >= 1, "num_steps must be at least 1"),
-        (
-            args.total_timesteps >= args.num_envs * args.num_steps,
-            "total_timesteps must be at least num_envs * num_steps",
-        ),
-        (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
-        (args.final_gamma is None or 0 <= args.final_gamma <= 1, "final_gamma must be in [0, 1]"),
-        (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
-        (0 < args.max_kl < inf, "max_kl must be positive and finite"),
-        (
-            args.final_max_kl is None or 0 <= args.final_max_kl <= args.max_kl,
-            f"final_max_kl ({args.final_max_kl}) must be in [0, max_kl] ({args.max_kl}); None keeps max_kl constant",
-        ),
-        (args.cg_iters >= 1, "cg_iters must be at least 1"),
-        (0 <= args.cg_damping < inf, "cg_damping must be non-negative and finite"),
-        (0 < args.fvp_subsample <= 1, "fvp_subsample must be in (0, 1]"),
-        (args.backtrack_iters >= 1, "backtrack_iters must be at least 1"),
-        (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
-        (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
-        (args.target_entropy is None or -inf < args.target_entropy < inf, "target_entropy must be finite"),
-        (0 < args.ent_coef_rate < inf, "ent_coef_rate must be positive and finite"),
-        (0 < args.min_ent_coef <= 0.1, "min_ent_coef must be in (0, 0.1]"),
-        (-inf < args.log_std_init < inf, "log_std_init must be finite"),
-        (args.actor_width >= 1, "actor_width must be at least 1"),
-        (args.critic_width >= 1, "critic_width must be at least 1"),
-        (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
-        (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
-        (
-            1 <= args.vf_minibatches <= args.num_envs * args.num_steps,
-            "vf_minibatches must be in [1, num_envs * num_steps]",
-        ),
-        (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
-        (args.eval_every >= 0, "eval_every must be at least 0"),
-    ]
-    return next((message for ok, message in requirements if not ok), None)
-
-
-def main(args):
-    script = os.path.basename(__file__)
-    error = check_args(args)
-    if error:
-        sys.exit(f"{script}: error: {error}")
-    args.batch_size = args.num_envs * args.num_steps
-    args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-
-    try:
-        env = make_env(args.env_id, 0, False, run_name)()
-    except gym.error.Error as e:
-        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
-    observation_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if not isinstance(action_space, gym.spaces.Box):
-        sys.exit(f"{script}: error: {args.env_id} has {action_space} actions; this script needs Box")
-    if not isinstance(observation_space, gym.spaces.Box):
-        sys.exit(f"{script}: error: {args.env_id} has {observation_space} observations; need Box")
-
-    if args.eval_only is not None:
-        model, error = load_model(args.eval_only, observation_space, action_space)
-        if error:
-            sys.exit(f"{script}: error: {error}")
-        actor, obs_rms = model
-        device = select_device(args.cuda, script)
-        eval_returns = evaluate(
-            actor.to(device), obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None
-        )
-        print(f"eval: {summarize_evaluation(eval_returns)}")
-        return eval_returns
-
-    envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
-        # SAME_STEP: the obs returned with done is already the next episode's first obs and the
-        # terminal one is in infos["final_obs"], so no step of the rollout is a fake reset transition.
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
-    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-
+def start_logging(args, run_name):
+    """The TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; with --track,
+    Weights and Biases mirrors it."""
     if args.track:
         import wandb
 
@@ -621,22 +495,84 @@ def main(args):
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
+    hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
+    return writer
+
+
+def check_inputs(args):
+    """The env's (observation space, action space); raises ValueError naming the first argument no
+    run can use. Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
+    inf, batch_size = math.inf, args.num_envs * args.num_steps
+    requirements = [
+        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
+        (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
+        (batch_size >= 2, "num_envs * num_steps must be at least 2 (advantages are normalized)"),
+        (args.total_timesteps >= batch_size, "total_timesteps must be at least num_envs * num_steps"),
+        (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
+        (0 < args.max_kl < inf, "max_kl must be positive and finite"),
+        (
+            args.final_max_kl is None or 0 <= args.final_max_kl <= args.max_kl,
+            f"final_max_kl ({args.final_max_kl}) must be in [0, max_kl] ({args.max_kl}); None keeps max_kl constant",
+        ),
+        (args.cg_iters >= 1 and 0 <= args.cg_damping < inf, "cg_iters must be >= 1, cg_damping >= 0 and finite"),
+        (0 < args.fvp_subsample <= 1, "fvp_subsample must be in (0, 1]"),
+        (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
+        (args.target_entropy is None or abs(args.target_entropy) < inf, "target_entropy must be finite"),
+        (abs(args.log_std_init) < inf, "log_std_init must be finite"),
+        (0 < args.vf_lr < inf and args.vf_epochs >= 1, "vf_lr must be positive and finite, vf_epochs at least 1"),
+        (1 <= args.vf_minibatches <= batch_size, "vf_minibatches must be in [1, num_envs * num_steps]"),
+        (args.eval_episodes >= 1 and args.eval_every >= 0, "eval_episodes must be >= 1 and eval_every >= 0"),
+    ]
+    for ok, message in requirements:
+        if not ok:
+            raise ValueError(message)
+    try:  # after the checks above: making an env can print warnings
+        env = make_env(args.env_id, 0, False, None)()
+    except gym.error.Error as e:
+        raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
+    env.close()
+    obs_space, action_space = env.observation_space, env.action_space
+    spaces_fit = isinstance(action_space, gym.spaces.Box) and isinstance(obs_space, gym.spaces.Box)
+    if not spaces_fit:
+        raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need Box, Box")
+    return obs_space, action_space
+
+
+def main(args):
+    script = os.path.basename(__file__)
+    try:  # nothing is written before the arguments and the model file have been checked
+        observation_space, action_space = check_inputs(args)
+        model = load_model(args.eval_only, observation_space, action_space) if args.eval_only else None
+    except ValueError as e:
+        sys.exit(f"{script}: error: {e}")
+    args.batch_size = args.num_envs * args.num_steps
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.cuda and not torch.cuda.is_available():
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+
+    if model is not None:
+        actor, obs_rms = model
+        return final_evaluation(actor.to(device), obs_rms, args, device, run_name, None, 0)
+
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
+        # SAME_STEP: the obs returned with done is already the next episode's first obs and the
+        # terminal one is in infos["final_obs"], so no step of the rollout is a fake reset transition.
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    writer = start_logging(args, run_name)
 
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = select_device(args.cuda, script)
-
     obs_shape, action_shape = observation_space.shape, action_space.shape
-    action_low, action_high = action_space.low, action_space.high
     action_dim = int(np.prod(action_shape))
-    actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init, args.actor_width).to(device)
-    critic = Critic(np.prod(obs_shape), args.critic_width).to(device)
+    actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init).to(device)
+    critic = Critic(np.prod(obs_shape), CRITIC_WIDTH).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
@@ -644,49 +580,39 @@ def main(args):
     discounted_return = np.zeros(args.num_envs)
 
     def normalize(obs, update_stats=False):
-        if obs_rms is not None:
-            if update_stats:
-                obs_rms.update(obs)
-            obs = obs_rms.normalize(obs)
-        return obs.astype(np.float32)
+        if obs_rms is not None and update_stats:
+            obs_rms.update(obs)
+        return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
 
     def to_tensor(array):
         return torch.as_tensor(array, device=device)
 
-    # Rollout storage, (num_steps, num_envs, ...) everywhere; flattened the same way before the update.
-    # numpy during the rollout (a numpy write costs far less than a torch one at this size), moved
-    # to torch once per rollout.
+    # Rollout storage, (num_steps, num_envs, ...): numpy while acting (a numpy write costs far less
+    # than a torch one at this size), moved to torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
     actions = np.zeros((args.num_steps, args.num_envs) + action_shape, dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
-    global_step = 0
-    start_time = time.time()
-    recent_returns = deque(maxlen=20)
-    recent_successes = deque(maxlen=20)
-    ent_coef = args.ent_coef
+    global_step, start_time = 0, time.time()
+    recent_returns, recent_successes = deque(maxlen=20), deque(maxlen=20)
+    ent_coef = 0.0
     envs.action_space.seed(args.seed)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
     for iteration in range(1, args.num_iterations + 1):
-        # The share of training still ahead (1 at the first update), by which the annealed schedules scale.
-        remaining = 1 - (iteration - 1) / args.num_iterations
-        gamma = linear_schedule(args.gamma, args.final_gamma, remaining)
         mean_snapshot = numpy_forward_fn(actor.mean)
         std = actor.log_std.detach().exp().cpu().numpy()
         for step in range(args.num_steps):
             global_step += args.num_envs
             observations[step] = next_obs
             actions[step] = sample_action(mean_snapshot(next_obs), std)
-
-            # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample itself.
-            next_obs, reward, terminations, truncations, infos = envs.step(
-                np.clip(actions[step], action_low, action_high)
-            )
+            # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample.
+            clipped_actions = np.clip(actions[step], action_space.low, action_space.high)
+            next_obs, reward, terminations, truncations, infos = envs.step(clipped_actions)
             if return_rms is not None:
-                discounted_return = discounted_return * gamma + reward
+                discounted_return = discounted_return * args.gamma + reward
                 return_rms.update(discounted_return)
                 reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
                 discounted_return[terminations | truncations] = 0.0
@@ -696,53 +622,37 @@ def main(args):
             if truncated.any():
                 final_obs = normalize(np.stack(infos["final_obs"][truncated]))
                 with torch.inference_mode():
-                    reward[truncated] += gamma * critic(to_tensor(final_obs)).cpu().numpy()
-            rewards[step] = reward
-            dones[step] = terminations | truncations
+                    reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
+            rewards[step], dones[step] = reward, terminations | truncations
             next_obs = normalize(next_obs, update_stats=True)
+            for i in np.flatnonzero(infos.get("_episode", [])):
+                recent_returns.append(infos["episode"]["r"][i])
+                writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
+                writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
 
-            if "_episode" in infos:
-                for i in np.flatnonzero(infos["_episode"]):
-                    recent_returns.append(infos["episode"]["r"][i])
-                    writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
-                    writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
-
-        with torch.no_grad():
-            # One batched pass for V(s_t) over the whole rollout: the critic is fixed until the update.
+        with torch.no_grad():  # V(s_t) of the whole rollout in one pass: the critic is fixed until its fit
             values = critic(to_tensor(observations)).cpu().numpy()
             next_value = critic(to_tensor(next_obs)).cpu().numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, gamma, args.gae_lambda)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+        batch = (observations, actions, advantages, returns, values)
+        b_obs, b_actions, b_advantages, b_returns, b_values = (to_tensor(x).flatten(0, 1) for x in batch)
+        b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
-        b_obs, b_actions, b_advantages, b_returns, b_values = flatten_steps_envs(
-            *map(to_tensor, (observations, actions, advantages, returns, values))
-        )
-        if args.norm_adv:
-            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
-
-        # pi_old: the actor as it was during the rollout, in one batched pass.
-        with torch.no_grad():
+        with torch.no_grad():  # pi_old: the actor as it was during the rollout
             old_mean, old_log_std = actor(b_obs)
             old_dist = Normal(old_mean, old_log_std.exp())
-            b_logprobs = old_dist.log_prob(b_actions).sum(-1)
-            entropy = old_dist.entropy().sum(-1).mean().item()
-
-        max_kl = linear_schedule(args.max_kl, args.final_max_kl, remaining)
-        ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, args)
+            b_logprobs, entropy = old_dist.log_prob(b_actions).sum(-1), old_dist.entropy().sum(-1).mean().item()
+        # The radius shrinks linearly as the share of training still ahead falls from 1 to 0.
+        remaining = 1 - (iteration - 1) / args.num_iterations
+        final_max_kl = args.max_kl if args.final_max_kl is None else args.final_max_kl
+        max_kl = final_max_kl + (args.max_kl - final_max_kl) * remaining
+        ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, args.target_entropy)
         objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
         kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
         fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
         fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
-        diagnostics = trpo_step(
-            actor,
-            objective_fn,
-            kl_fn,
-            fvp_obs,
-            max_kl,
-            args.cg_damping,
-            args.cg_iters,
-            args.backtrack_iters,
-            args.backtrack_coeff,
-        )
+        diagnostics = trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args)
         recent_successes.append(diagnostics["line_search_success"])
 
         value_loss, skipped_value_steps = fit_critic(
@@ -753,13 +663,12 @@ def main(args):
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
         sps = int(global_step / (time.time() - start_time))
         writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar("charts/gamma", gamma, global_step)
         writer.add_scalar("losses/value_loss", value_loss, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("losses/entropy", entropy, global_step)
+        writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
         writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
         writer.add_scalar("trpo/max_kl", max_kl, global_step)
-        writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
         for key, value in diagnostics.items():
             writer.add_scalar(f"trpo/{key}", value, global_step)
         recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
@@ -769,33 +678,13 @@ def main(args):
             f"{np.mean(recent_successes):.0%} ok) kl {diagnostics['kl']:.4f} entropy {entropy:.2f} bonus {ent_coef:.4f}"
             + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
         )
-
         if args.eval_every and iteration % args.eval_every == 0:
             eval_returns = evaluate(actor, obs_rms, args, device)
-            writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
-            print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
+            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step, args)}")
 
     if args.save_model:
-        model_path = f"runs/{run_name}/{args.exp_name}.model"
-        model = {
-            "actor": actor.state_dict(),
-            "critic": critic.state_dict(),
-            "obs_rms": obs_rms.state_dict() if obs_rms is not None else None,
-            "return_rms": return_rms.state_dict() if return_rms is not None else None,
-            "args": vars(args),
-        }
-        torch.save(model, model_path)
-        print(f"model saved to {model_path}")
-    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
-    # The final evaluation episode by episode, and its mean as the last point of the evaluation curve.
-    for i, episodic_return in enumerate(eval_returns):
-        writer.add_scalar("eval/final_episodic_return", episodic_return, i)
-    writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
-    print(f"eval: {summarize_evaluation(eval_returns)}")
-
-    if args.track and args.capture_video:
-        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-            wandb.log({"videos": wandb.Video(video)})
+        save_model(f"runs/{run_name}/{args.exp_name}.model", args, actor, critic, obs_rms, return_rms)
+    eval_returns = final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step)
     envs.close()
     writer.close()
     return eval_returns

@@ -150,7 +150,7 @@ def test_gae_matches_per_env_reference_with_terminations_and_truncations(script)
     np.testing.assert_allclose(returns, expected + values, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
 def test_flattened_fields_stay_aligned(script):
     num_steps, num_envs = 7, 3
     t = torch.arange(num_steps).view(-1, 1).expand(num_steps, num_envs).float()
@@ -187,14 +187,15 @@ def discrete_problem(num_states=256):
     return actor, obs, advantages, objective_fn, kl_fn, gradient
 
 
-def test_line_search_accepts_only_steps_inside_trust_region_that_improve():
+def test_line_search_accepts_only_steps_inside_trust_region_that_improve(monkeypatch):
+    monkeypatch.setattr(trpo_discrete, "BACKTRACK_ITERS", 40)
     actor, _, _, objective_fn, kl_fn, gradient = discrete_problem()
     max_kl = 0.01
     with torch.no_grad():
         old_objective = objective_fn().item()
     full_step = 50 * gradient / gradient.norm()  # far outside the trust region at full length
     success, fraction, iters, kl, improvement = trpo_discrete.line_search(
-        actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_iters=40, backtrack_coeff=0.7
+        actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_coeff=0.7
     )
     assert success and iters > 1 and fraction == pytest.approx(0.7 ** (iters - 1))
     with torch.no_grad():
@@ -207,14 +208,15 @@ def test_line_search_accepts_only_steps_inside_trust_region_that_improve():
     [(-1e-2, 10), (50.0, 3)],
     ids=["objective-gets-worse", "kl-always-too-large"],
 )
-def test_line_search_failure_restores_parameters_and_reports_nan_kl(step_scale, backtrack_iters):
+def test_line_search_failure_restores_parameters_and_reports_nan_kl(step_scale, backtrack_iters, monkeypatch):
+    monkeypatch.setattr(trpo_discrete, "BACKTRACK_ITERS", backtrack_iters)
     actor, _, _, objective_fn, kl_fn, gradient = discrete_problem()
     before = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         old_objective = objective_fn().item()
     full_step = step_scale * gradient / gradient.norm()
     success, fraction, iters, kl, improvement = trpo_discrete.line_search(
-        actor, objective_fn, kl_fn, full_step, old_objective, 0.01, backtrack_iters=backtrack_iters, backtrack_coeff=0.9
+        actor, objective_fn, kl_fn, full_step, old_objective, 0.01, backtrack_coeff=0.9
     )
     assert not success and fraction == 0.0 and iters == backtrack_iters and improvement == 0.0
     assert np.isnan(kl)
@@ -225,7 +227,7 @@ def test_trpo_step_stays_in_trust_region_and_improves():
     actor, obs, _, objective_fn, kl_fn, _ = discrete_problem()
     with torch.no_grad():
         old_objective = objective_fn().item()
-    diagnostics = trpo_discrete.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 0.1, 10, 10, 0.8)
+    diagnostics = trpo_discrete.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, trpo_discrete.Args())
     assert diagnostics["line_search_success"] == 1.0 and diagnostics["nonfinite_skipped"] == 0.0
     with torch.no_grad():
         assert 0 < kl_fn().item() <= 0.01
@@ -238,7 +240,7 @@ def test_trpo_step_skips_non_finite_update():
     actor, obs, advantages, objective_fn, kl_fn, _ = discrete_problem()
     advantages[3] = float("nan")
     before = parameters_to_vector(actor.parameters()).detach().clone()
-    diagnostics = trpo_discrete.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 0.1, 10, 10, 0.8)
+    diagnostics = trpo_discrete.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, trpo_discrete.Args())
     assert diagnostics["nonfinite_skipped"] == 1.0 and diagnostics["line_search_success"] == 0.0
     assert np.isnan(diagnostics["kl"])
     assert torch.equal(parameters_to_vector(actor.parameters()), before)
@@ -266,27 +268,26 @@ def test_gaussian_trpo_step_with_zero_advantages_follows_the_entropy_bonus():
             return actor.dist(obs).entropy().sum(-1).mean().item()
 
     entropy_before = entropy()
-    diagnostics = trpo_continuous.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, 0.1, 10, 10, 0.8)
+    diagnostics = trpo_continuous.trpo_step(actor, objective_fn, kl_fn, obs, 0.01, trpo_continuous.Args())
     assert diagnostics["line_search_success"] == 1.0
     assert (actor.log_std.detach() > -0.5).all()
     assert 0 < diagnostics["kl"] <= 0.01
     assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-4)
 
 
-def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above():
-    args = trpo_continuous.Args(ent_coef_rate=0.5, min_ent_coef=1e-4, target_entropy=0.0)
-    adapt = partial(trpo_continuous.adapt_entropy_coef, args=args)
-    assert adapt(0.01, -0.2) == pytest.approx(0.01 * np.exp(0.1))
-    assert adapt(0.01, 0.2) == pytest.approx(0.01 * np.exp(-0.1))
-    assert adapt(0.09, -5.0) == 0.1
+def test_entropy_bonus_grows_below_the_target_and_falls_to_its_floor_above(monkeypatch):
+    monkeypatch.setattr(trpo_continuous, "ENT_COEF_RATE", 0.5)
+    adapt = trpo_continuous.adapt_entropy_coef
+    assert adapt(0.01, -0.2, 0.0) == pytest.approx(0.01 * np.exp(0.1))
+    assert adapt(0.01, 0.2, 0.0) == pytest.approx(0.01 * np.exp(-0.1))
+    assert adapt(0.09, -5.0, 0.0) == trpo_continuous.MAX_ENT_COEF == 0.1
     # A bonus that starts at 0 starts at the floor, from where a multiplicative step can grow it.
-    assert adapt(0.0, 1.0) == 1e-4
-    assert adapt(1e-4, -1.0) > 1e-4
+    assert adapt(0.0, 1.0, 0.0) == trpo_continuous.MIN_ENT_COEF == 1e-4
+    assert adapt(1e-4, -1.0, 0.0) > 1e-4
     # The gap is measured from the target: at -1 an entropy of -0.8 is above it.
-    args.target_entropy = -1.0
-    assert adapt(0.01, -0.8) == pytest.approx(0.01 * np.exp(-0.1))
-    args.ent_coef, args.target_entropy = 0.003, None
-    assert adapt(0.05, -5.0) == 0.003
+    assert adapt(0.01, -0.8, -1.0) == pytest.approx(0.01 * np.exp(-0.1))
+    # Without a target there is no bonus.
+    assert adapt(0.05, -5.0, None) == 0.0
 
 
 def test_running_mean_std_matches_numpy_over_batches():
