@@ -88,20 +88,14 @@ class Args:
     """the number of minibatches per epoch"""
     update_epochs: int = 4
     """passes over the batch per update"""
-    norm_adv: bool = True
-    """if toggled, normalize the advantages within each minibatch"""
     clip_coef: float = 0.1
     """the surrogate clipping coefficient"""
-    clip_vloss: bool = True
-    """if toggled, clip the value loss around the old values, as the surrogate is clipped"""
     ent_coef: float = 0.01
     """coefficient of the entropy bonus"""
     vf_coef: float = 0.5
     """coefficient of the value loss"""
     max_grad_norm: float = 0.5
     """the largest global gradient norm"""
-    target_kl: float | None = None
-    """if set, stop the epochs of an update once the approximate KL passes it"""
     bf16: bool = False
     """if toggled, run the CNN trunk in bfloat16 autocast (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     eval_episodes: int = 10
@@ -322,9 +316,53 @@ def clipped_policy_loss(ratio, advantages, clip_coef):
     return -torch.min(ratio * advantages, clipped_ratio * advantages).mean()
 
 
-def flatten_steps_envs(*tensors):
-    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
-    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
+def ppo_update(agent, optimizer, batch, args):
+    """update_epochs passes of Adam over shuffled minibatches of the batch (b_obs, b_actions, b_logprobs,
+    b_advantages, b_returns, b_values) on L = clipped surrogate + vf_coef * clipped value loss - ent_coef * H,
+    advantages normalized per minibatch. Returns the last minibatch's losses, the mean approximate KL
+    and clip fraction, and how many steps were skipped as non-finite."""
+    b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = batch
+    clip_fractions, approx_kls, skipped_steps = [], [], 0
+    for _ in range(args.update_epochs):
+        permutation = torch.randperm(args.batch_size, device=b_obs.device)
+        for start in range(0, args.batch_size, args.minibatch_size):
+            idx = permutation[start : start + args.minibatch_size]
+            logits, new_values = agent(b_obs[idx])
+            log_probs_all = torch.log_softmax(logits, dim=-1)
+            log_ratio = log_probs_all.gather(-1, b_actions[idx, None]).squeeze(-1) - b_logprobs[idx]
+            ratio = log_ratio.exp()
+            with torch.no_grad():
+                # KL(old || new) estimated by E[(r - 1) - log r] (low variance, never negative).
+                approx_kls.append(((ratio - 1) - log_ratio).mean())
+                clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
+            mb_advantages = b_advantages[idx]
+            mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+            policy_loss = clipped_policy_loss(ratio, mb_advantages, args.clip_coef)
+            # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
+            clipped_values = b_values[idx] + torch.clamp(new_values - b_values[idx], -args.clip_coef, args.clip_coef)
+            value_loss = (
+                0.5 * torch.max((new_values - b_returns[idx]) ** 2, (clipped_values - b_returns[idx]) ** 2).mean()
+            )
+            entropy = -(log_probs_all.exp() * log_probs_all).sum(-1).mean()
+            loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
+
+            optimizer.zero_grad()
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            if not torch.isfinite(loss + grad_norm):  # a non-finite step never reaches the weights
+                skipped_steps += 1
+                continue
+            optimizer.step()
+    # The minibatches' statistics stay on the device until here: one read per update.
+    approx_kl, clip_fraction = torch.stack([torch.stack(approx_kls), torch.stack(clip_fractions)]).mean(1).tolist()
+    return {
+        "value_loss": value_loss.item(),
+        "policy_loss": policy_loss.item(),
+        "entropy": entropy.item(),
+        "approx_kl": approx_kl,
+        "clipfrac": clip_fraction,
+        "nonfinite_skipped": skipped_steps,
+    }
 
 
 def model_state(agent, args):
@@ -336,6 +374,13 @@ def save_atomically(state, path):
     """torch.save to a temporary file, then rename: a run killed while saving keeps its last checkpoint."""
     torch.save(state, f"{path}.tmp")
     os.replace(f"{path}.tmp", path)
+
+
+def seed_everything(seed):
+    """Seed python's, numpy's and torch's random number generators."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def rng_states(device):
@@ -397,121 +442,48 @@ def evaluate(agent, args, device, video_name=None, epsilon=0.05):
     return scores
 
 
-def summarize_evaluation(scores):
-    """The one-line summary of an evaluation's game scores."""
-    return f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
+def final_evaluation(agent, args, device, run_name, writer, global_step):
+    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
+    logged game by game and as the last point of the evaluation curve, printed, uploaded with --track."""
+    scores = evaluate(agent, args, device, f"{run_name}/eval" if args.capture_video else None)
+    for i, score in enumerate(scores if writer is not None else []):
+        writer.add_scalar("eval/final_episodic_return", score, i)
+    print(f"eval: {log_evaluation(writer, scores, global_step)}")
+    if writer is not None and args.track and args.capture_video:
+        import wandb
+
+        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
+            wandb.log({"videos": wandb.Video(video)})
+    return scores
+
+
+def log_evaluation(writer, scores, global_step):
+    """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
+    summary = f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
+    if writer is not None:
+        writer.add_scalar("eval/episodic_return", np.mean(scores), global_step)
+    return summary
 
 
 def load_model(path, num_actions, bf16):
-    """Return (the agent saved in a .model or checkpoint.pt file, None), or (None, why it cannot be used here)."""
+    """The agent saved in a .model or checkpoint.pt file; raises ValueError saying why it cannot be used here."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        return None, f"cannot read model file {path!r} ({type(e).__name__})"
-    if not isinstance(checkpoint, dict):  # a bare tensor, say
-        return None, f"{path!r} is not a model of this script (it holds a {type(checkpoint).__name__})"
+        raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
+        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
+            raise TypeError(type(checkpoint).__name__)
         agent = Agent(num_actions, bf16)
         agent.load_state_dict(checkpoint["agent"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
-        return None, f"{path!r} is not a model of this script for this game ({type(e).__name__})"
-    return agent, None
+        raise ValueError(f"{path!r} is not a model of this script for this game ({type(e).__name__})") from e
+    return agent
 
 
-def select_device(use_cuda, script):
-    """CUDA when asked for and available; otherwise the CPU, saying so when CUDA was asked for."""
-    if use_cuda and not torch.cuda.is_available():
-        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
-    return torch.device("cuda" if use_cuda and torch.cuda.is_available() else "cpu")
-
-
-def check_args(args):
-    """Return an error message for the first argument no run can use, else None.
-
-    Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
-    inf = math.inf
-    requirements = [
-        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
-        (args.num_envs >= 1, "num_envs must be at least 1"),
-        (args.num_steps >= 1, "num_steps must be at least 1"),
-        (
-            args.total_timesteps >= args.num_envs * args.num_steps,
-            "total_timesteps must be at least num_envs * num_steps",
-        ),
-        (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
-        (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
-        (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
-        (
-            1 <= args.num_minibatches <= args.num_envs * args.num_steps,
-            "num_minibatches must be in [1, num_envs * num_steps]",
-        ),
-        (args.update_epochs >= 1, "update_epochs must be at least 1"),
-        (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
-        (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
-        (0 <= args.vf_coef < inf, "vf_coef must be non-negative and finite"),
-        (0 < args.max_grad_norm < inf, "max_grad_norm must be positive and finite"),
-        (args.target_kl is None or 0 < args.target_kl < inf, "target_kl must be positive and finite"),
-        (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
-        (args.eval_every >= 0, "eval_every must be at least 0"),
-        (args.checkpoint_every >= 0, "checkpoint_every must be at least 0"),
-    ]
-    return next((message for ok, message in requirements if not ok), None)
-
-
-def load_training_state(path, args):
-    """Return (the training state saved at path, None), or (None, why this run cannot resume from it)."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        return None, f"cannot read checkpoint {path!r} ({type(e).__name__})"
-    if not isinstance(state, dict) or not {"iteration", "agent", "optimizer"} <= state.keys():
-        return None, f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every"
-    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
-    if changed:
-        return None, f"{path!r} was saved with other {', '.join(changed)}"
-    return state, None
-
-
-def main(args):
-    script = os.path.basename(__file__)
-    error = check_args(args)
-    if error:
-        sys.exit(f"{script}: error: {error}")
-    args.batch_size = args.num_envs * args.num_steps
-    args.minibatch_size = args.batch_size // args.num_minibatches
-    args.num_iterations = args.total_timesteps // args.batch_size
-
-    if args.eval_only is not None:
-        try:
-            env = make_env(args.env_id, 0, False, "")()
-        except (ValueError, gym.error.Error) as e:
-            sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
-        num_actions = env.action_space.n
-        env.close()
-        agent, error = load_model(args.eval_only, num_actions, args.bf16)
-        if error:
-            sys.exit(f"{script}: error: {error}")
-        device = select_device(args.cuda, script)
-        video_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}/eval"
-        scores = evaluate(agent.to(device), args, device, video_name if args.capture_video else None)
-        print(f"eval: {summarize_evaluation(scores)}")
-        return scores
-
-    resumed = None
-    if args.resume is not None:
-        resumed, error = load_training_state(args.resume, args)
-        if error:
-            sys.exit(f"{script}: error: {error}")
-    # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
-    run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-
-    try:
-        envs = make_envs(args, run_name)
-    except (ValueError, gym.error.Error) as e:
-        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
-    # Only the ale back end needs the game scores tracked here; the gymnasium one records its own.
-    scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
-
+def start_logging(args, run_name, resumed):
+    """(the TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; the id of the
+    Weights and Biases run that mirrors it with --track, else None). A resumed run goes on in its logs."""
     if args.track:
         import wandb
 
@@ -522,24 +494,87 @@ def main(args):
             config=vars(args),
             name=run_name,
             save_code=True,
-            # A resumed run goes on in the W&B run it started instead of opening a second one.
             id=resumed.get("wandb_id") if resumed else None,
             resume="allow",
         )
+    wandb_id = wandb.run.id if args.track else None
     # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
     writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
-    )
+    hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
+    return writer, wandb_id
 
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
+
+def check_inputs(args):
+    """The env's number of actions; raises ValueError naming the first argument no run can use.
+    Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
+    inf, batch_size = math.inf, args.num_envs * args.num_steps
+    requirements = [
+        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
+        (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
+        (args.total_timesteps >= batch_size, "total_timesteps must be at least num_envs * num_steps"),
+        (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
+        (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
+        (1 <= args.num_minibatches <= batch_size, "num_minibatches must be in [1, num_envs * num_steps]"),
+        (args.update_epochs >= 1, "update_epochs must be at least 1"),
+        (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
+        (0 <= args.ent_coef < inf and 0 <= args.vf_coef < inf, "ent_coef and vf_coef must be >= 0 and finite"),
+        (0 < args.max_grad_norm < inf, "max_grad_norm must be positive and finite"),
+        (args.eval_episodes >= 1 and args.eval_every >= 0, "eval_episodes must be >= 1 and eval_every >= 0"),
+        (args.checkpoint_every >= 0, "checkpoint_every must be at least 0"),
+    ]
+    for ok, message in requirements:
+        if not ok:
+            raise ValueError(message)
+    try:
+        env = make_env(args.env_id, 0, False, None)()
+    except (ValueError, gym.error.Error) as e:
+        raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
+    env.close()
+    return env.action_space.n
+
+
+def load_training_state(path, args):
+    """The training state saved at path; raises ValueError saying why this run cannot resume from it."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        raise ValueError(f"cannot read checkpoint {path!r} ({type(e).__name__})") from e
+    if not isinstance(state, dict) or not {"iteration", "agent", "optimizer"} <= state.keys():
+        raise ValueError(f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every")
+    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
+    if changed:
+        raise ValueError(f"{path!r} was saved with other {', '.join(changed)}")
+    return state
+
+
+def main(args):
+    script = os.path.basename(__file__)
+    use_cuda = args.cuda and torch.cuda.is_available()
+    try:  # nothing is written before the arguments and the input files have been checked
+        num_actions = check_inputs(args)
+        watched = load_model(args.eval_only, num_actions, args.bf16) if args.eval_only else None
+        resumed = load_training_state(args.resume, args) if args.resume and not args.eval_only else None
+    except ValueError as e:
+        sys.exit(f"{script}: error: {e}")
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+    # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
+    run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.cuda and not use_cuda:
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
+    device = torch.device("cuda" if use_cuda else "cpu")
+    if watched is not None:
+        return final_evaluation(watched.to(device), args, device, run_name, None, 0)
+
+    envs = make_envs(args, run_name)
+    scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
+    writer, wandb_id = start_logging(args, run_name, resumed)
+
+    seed_everything(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = select_device(args.cuda, script)
-
-    agent = Agent(envs.single_action_space.n, args.bf16).to(device)
+    agent = Agent(num_actions, args.bf16).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     start_iteration, global_step = 1, 0
     if resumed is not None:  # the envs are not saved: a resumed run starts new games
@@ -569,7 +604,7 @@ def main(args):
     for iteration in range(start_iteration, args.num_iterations + 1):
         if args.anneal_lr:
             optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
-
+        finished = []  # the games that ended in this rollout, logged after it
         for step in range(args.num_steps):
             global_step += args.num_envs
             observations[step] = next_obs
@@ -578,13 +613,9 @@ def main(args):
                 action = sample_action(logits)
                 logprobs[step] = torch.log_softmax(logits, dim=-1).gather(-1, action[:, None]).squeeze(-1)
             actions[step] = action
-
             next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
             for game_return, game_length in finished_games(infos, scores, reward, terminations, truncations):
-                recent_returns.append(game_return)
-                writer.add_scalar("charts/episodic_return", game_return, global_step)
-                writer.add_scalar("charts/episodic_length", game_length, global_step)
-
+                finished.append((float(game_return), int(game_length), global_step))
             reward = np.sign(reward).astype(np.float32)
             # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
             truncated = truncations & ~terminations
@@ -596,83 +627,40 @@ def main(args):
             dones[step] = to_device(terminations | truncations, device, pinned, "done")
             next_obs = to_device(next_obs, device, pinned, "obs")
 
+        for game_return, game_length, step_of_end in finished:
+            recent_returns.append(game_return)
+            writer.add_scalar("charts/episodic_return", game_return, step_of_end)
+            writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+
         with torch.no_grad():
             next_value = agent(next_obs)[1]
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-        b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values = flatten_steps_envs(
-            observations, actions, logprobs, advantages, returns, values
-        )
+        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+        batch = [x.flatten(0, 1) for x in (observations, actions, logprobs, advantages, returns, values)]
+        losses = ppo_update(agent, optimizer, batch, args)
 
-        clip_fractions, approx_kls, skipped_steps = [], [], 0
-        for _ in range(args.update_epochs):
-            permutation = torch.randperm(args.batch_size, device=device)
-            for start in range(0, args.batch_size, args.minibatch_size):
-                idx = permutation[start : start + args.minibatch_size]
-                logits, new_values = agent(b_obs[idx])
-                log_probs_all = torch.log_softmax(logits, dim=-1)
-                log_ratio = log_probs_all.gather(-1, b_actions[idx, None]).squeeze(-1) - b_logprobs[idx]
-                ratio = log_ratio.exp()
-                with torch.no_grad():
-                    # KL(old || new) estimated by E[(r - 1) - log r] (low variance, never negative).
-                    approx_kls.append(((ratio - 1) - log_ratio).mean())
-                    clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
-
-                mb_advantages = b_advantages[idx]
-                if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                policy_loss = clipped_policy_loss(ratio, mb_advantages, args.clip_coef)
-
-                value_loss_unclipped = (new_values - b_returns[idx]) ** 2
-                if args.clip_vloss:
-                    # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
-                    clipped_values = b_values[idx] + torch.clamp(
-                        new_values - b_values[idx], -args.clip_coef, args.clip_coef
-                    )
-                    value_loss = 0.5 * torch.max(value_loss_unclipped, (clipped_values - b_returns[idx]) ** 2).mean()
-                else:
-                    value_loss = 0.5 * value_loss_unclipped.mean()
-                entropy = -(log_probs_all.exp() * log_probs_all).sum(-1).mean()
-                loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
-
-                optimizer.zero_grad()
-                loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                if not torch.isfinite(loss + grad_norm):
-                    skipped_steps += 1
-                    continue
-                optimizer.step()
-            # Read from the device once an epoch, and only for target_kl.
-            if args.target_kl is not None and torch.stack(approx_kls[-args.num_minibatches :]).mean() > args.target_kl:
-                break
-        # The minibatches' statistics stay on the device until here: one read per update.
-        approx_kl, clip_fraction = torch.stack(
-            [torch.stack(approx_kls).mean(), torch.stack(clip_fractions).mean()]
-        ).tolist()
-
+        b_returns, b_values = batch[4], batch[5]
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
         sps = int((global_step - start_step) / (time.time() - start_time))
-        writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
-        writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", entropy.item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl, global_step)
-        writer.add_scalar("losses/clipfrac", clip_fraction, global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("losses/nonfinite_skipped", skipped_steps, global_step)
+        losses["explained_variance"] = explained_var
+        scalars = {"charts/SPS": sps, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
+        scalars |= {f"losses/{key}": value for key, value in losses.items()}
         recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
-        print(
+        progress = (
             f"iter {iteration:5d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
-            f"kl {approx_kl:.4f} clipfrac {clip_fraction:.3f}"
-            + (f" [non-finite: {skipped_steps} steps skipped]" if skipped_steps else "")
+            f"kl {losses['approx_kl']:.4f} clipfrac {losses['clipfrac']:.3f}"
+            + (f" [non-finite: {losses['nonfinite_skipped']} steps skipped]" if losses["nonfinite_skipped"] else "")
         )
+        for key, value in scalars.items():
+            writer.add_scalar(key, value, global_step)
+        print(progress)
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:
             training_state = {
                 **model_state(agent, args),
                 "optimizer": optimizer.state_dict(),
                 "run_name": run_name,
-                "wandb_id": wandb.run.id if args.track else None,
+                "wandb_id": wandb_id,
                 "iteration": iteration,
                 "global_step": global_step,
                 "rng": rng_states(device),
@@ -680,23 +668,13 @@ def main(args):
             save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
         if args.eval_every and iteration % args.eval_every == 0:
             eval_returns = evaluate(agent, args, device)
-            writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
-            print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
+            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step)}")
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.model"
         torch.save(model_state(agent, args), model_path)
         print(f"model saved to {model_path}")
-    eval_returns = evaluate(agent, args, device, f"{run_name}/eval" if args.capture_video else None)
-    # The final evaluation game by game, and its mean as the last point of the evaluation curve.
-    for i, episodic_return in enumerate(eval_returns):
-        writer.add_scalar("eval/final_episodic_return", episodic_return, i)
-    writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
-    print(f"eval: {summarize_evaluation(eval_returns)}")
-
-    if args.track and args.capture_video:
-        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-            wandb.log({"videos": wandb.Video(video)})
+    eval_returns = final_evaluation(agent, args, device, run_name, writer, global_step)
     envs.close()
     writer.close()
     return eval_returns

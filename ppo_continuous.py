@@ -4,7 +4,8 @@ Proximal Policy Optimization (Schulman et al., 2017) with GAE (Schulman et al., 
 Every iteration collects num_steps x num_envs transitions, estimates advantages with GAE, then
 runs update_epochs passes of Adam over shuffled minibatches on
     L = -E[min(r A, clip(r, 1 - clip_coef, 1 + clip_coef) A)] + vf_coef * L_V - ent_coef * H,
-with r = pi_theta(a|s) / pi_old(a|s), stopping early once the approximate KL passes target_kl.
+with r = pi_theta(a|s) / pi_old(a|s), advantages normalized per minibatch and L_V clipped around the
+rollout's values as the surrogate is clipped.
 """
 
 import glob
@@ -69,20 +70,14 @@ class Args:
     """the number of minibatches per epoch"""
     update_epochs: int = 10
     """passes over the batch per update"""
-    norm_adv: bool = True
-    """if toggled, normalize the advantages within each minibatch"""
     clip_coef: float = 0.2
     """the surrogate clipping coefficient"""
-    clip_vloss: bool = True
-    """if toggled, clip the value loss around the old values, as the surrogate is clipped"""
     ent_coef: float = 0.0
     """coefficient of the entropy bonus"""
     vf_coef: float = 0.5
     """coefficient of the value loss"""
     max_grad_norm: float = 0.5
     """the largest global gradient norm"""
-    target_kl: float | None = None
-    """if set, stop the epochs of an update once the approximate KL passes it"""
     norm_obs: bool = True
     """if toggled, normalize observations by their running mean and std"""
     norm_reward: bool = True
@@ -262,17 +257,15 @@ def ppo_update(actor, critic, optimizer, batch, args):
                 approx_kls.append(((ratio - 1) - log_ratio).mean())
                 clip_fractions.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
             mb_advantages = b_advantages[idx]
-            if args.norm_adv:
-                mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+            mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
             policy_loss = clipped_policy_loss(ratio, mb_advantages, args.clip_coef)
 
             new_values = critic(b_obs[idx])
-            value_loss = (new_values - b_returns[idx]) ** 2
-            if args.clip_vloss:
-                # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
-                value_change = torch.clamp(new_values - b_values[idx], -args.clip_coef, args.clip_coef)
-                value_loss = torch.max(value_loss, (b_values[idx] + value_change - b_returns[idx]) ** 2)
-            value_loss = 0.5 * value_loss.mean()
+            # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
+            clipped_values = b_values[idx] + torch.clamp(new_values - b_values[idx], -args.clip_coef, args.clip_coef)
+            value_loss = (
+                0.5 * torch.max((new_values - b_returns[idx]) ** 2, (clipped_values - b_returns[idx]) ** 2).mean()
+            )
             entropy = dist.entropy().sum(-1).mean()
             loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
 
@@ -283,9 +276,6 @@ def ppo_update(actor, critic, optimizer, batch, args):
                 skipped_steps += 1
                 continue
             optimizer.step()
-        # Read from the device once an epoch, and only for target_kl.
-        if args.target_kl is not None and torch.stack(approx_kls[-args.num_minibatches :]).mean() > args.target_kl:
-            break
     # The minibatches' statistics stay on the device until here: one read per update.
     approx_kl, clip_fraction = torch.stack([torch.stack(approx_kls), torch.stack(clip_fractions)]).mean(1).tolist()
     return {
@@ -362,6 +352,8 @@ def load_model(path, observation_space, action_space):
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
+        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
+            raise TypeError(type(checkpoint).__name__)
         actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
         actor.load_state_dict(checkpoint["actor"])
         obs_rms = None
@@ -370,7 +362,7 @@ def load_model(path, observation_space, action_space):
             obs_rms.load_state_dict(checkpoint["obs_rms"])
             if obs_rms.mean.shape != observation_space.shape:
                 raise ValueError("observation statistics of another shape")
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
 
@@ -413,7 +405,6 @@ def check_inputs(args):
         (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
         (0 <= args.ent_coef < inf and 0 <= args.vf_coef < inf, "ent_coef and vf_coef must be >= 0 and finite"),
         (0 < args.max_grad_norm < inf, "max_grad_norm must be positive and finite"),
-        (args.target_kl is None or 0 < args.target_kl < inf, "target_kl must be positive and finite"),
         (args.eval_episodes >= 1 and args.eval_every >= 0, "eval_episodes must be >= 1 and eval_every >= 0"),
     ]
     for ok, message in requirements:

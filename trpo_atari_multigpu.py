@@ -1,16 +1,12 @@
 """TRPO with the Nature CNN on Atari over torch.distributed: trpo_atari.py on many processes, GPUs and machines.
 
-    torchrun --nproc-per-node 2 trpo_atari_multigpu.py --num-envs 8
-    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 trpo_atari_multigpu.py
+    torchrun --nproc-per-node 2 trpo_atari_multigpu.py --num-envs 8 --max-kl 0.02
 
-Every process (rank) steps its own num_envs envs, so a batch is world_size x num_envs x num_steps.
-The policy gradient, every Fisher-vector product, the advantage statistics and the surrogate and KL
-values the line search compares are averaged over the ranks (the largest per-state KL is the largest
-of any rank), so every rank takes the same trust-region step; the critic's gradients are averaged
-per minibatch; the reward-scaling statistics take in every rank's returns after each rollout. The
-networks stay identical. Rank 0 alone logs (every rank's games), checkpoints, evaluates and records
-video. Backend nccl on CUDA (one GPU per local rank), gloo on the CPU. Started without torchrun, it
-runs as a single process.
+Each process (rank) steps its own num_envs envs. The policy gradient, Fisher-vector products, advantage
+statistics, entropy and line-search values are averaged over the ranks (the largest per-state KL is
+the largest of any rank), as are the critic's gradients, and the reward statistics take in every
+rank's returns: all ranks take the same steps. Rank 0 alone logs, checkpoints and evaluates. nccl on
+CUDA, gloo on the CPU; torchrun --nnodes spans machines, and without torchrun it runs as one process.
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on Atari:
 many small updates (8 envs x 128 steps, as ppo_atari.py), rewards scaled by the running std of the
@@ -63,6 +59,8 @@ ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 # Resuming with other values of these would not continue the same training run.
 RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps", "norm_reward", "world_size")
+# Ranks wait in a collective while rank 0 evaluates or saves: NCCL's default 10 minutes can be too short.
+COLLECTIVE_TIMEOUT = timedelta(hours=2)
 # The share of the batch whose states give the Fisher-vector products, 10% as in the TRPO paper;
 # the line search still checks the KL on the whole batch.
 FVP_SUBSAMPLE = 0.1
@@ -76,9 +74,6 @@ DAMPING_GROWTH, MAX_DAMPING = 2.0, 1.0
 # update: 0.125 per 1024 agent steps moves it as fast as 1.0 per 8192, and 2.0 per 8192 overshoots
 # when the entropy drops fast (Pong, docs/trpo_atari.md).
 ENT_COEF_RATE, MIN_ENT_COEF = 0.125, 1e-3
-# Ranks wait in a collective while rank 0 evaluates, checkpoints or records video: NCCL's default
-# 10 minutes is too short for a long evaluation.
-COLLECTIVE_TIMEOUT = timedelta(hours=2)
 
 
 @dataclass
@@ -167,7 +162,7 @@ class Args:
     world_size: int = field(default=1, init=False)
     """the number of processes"""
     batch_size: int = field(default=0, init=False)
-    """the batch size of one process, num_envs * num_steps"""
+    """the batch size, num_envs * num_steps"""
     num_iterations: int = field(default=0, init=False)
     """the number of policy updates"""
 
@@ -479,16 +474,7 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
     return x
 
 
-def line_search(
-    actor,
-    objective_and_kls_fn,
-    full_step,
-    old_objective,
-    max_kl,
-    max_state_kl,
-    backtrack_iters,
-    backtrack_coeff,
-):
+def line_search(actor, objective_and_kls_fn, full_step, old_objective, max_kl, args):
     """Try theta_old + f * full_step from f = 1; accept the first step whose mean KL is at most
     max_kl, whose largest per-state KL is at most max_state_kl, and whose objective beats
     old_objective, its value at theta_old. On failure theta_old is restored.
@@ -507,90 +493,76 @@ def line_search(
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         step_fraction = 1.0
-        for k in range(backtrack_iters):
+        for k in range(args.backtrack_iters):
             vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
-            # The means over all ranks' states (equal shares), and the largest KL of any rank.
             objective, kls = objective_and_kls_fn()
-            means = torch.stack([objective, kls.mean()])
+            means, largest = torch.stack([objective, kls.mean()]), kls.max()
+            # The means over all ranks' states (equal shares), and the largest KL of any rank.
             all_reduce_mean([means])
-            largest = kls.max()
             if dist.is_initialized():
                 dist.all_reduce(largest, op=dist.ReduceOp.MAX)
             improvement, kl, largest_kl = means[0].item() - old_objective, means[1].item(), largest.item()
             # NaN fails every comparison, so a non-finite trial step is never accepted.
-            if kl <= max_kl and largest_kl <= max_state_kl and improvement > 0:
+            if kl <= max_kl and largest_kl <= args.max_state_kl and improvement > 0:
                 return True, step_fraction, k + 1, kl, largest_kl, improvement
-            overshoot = max(kl / max_kl, largest_kl / max_state_kl)
-            step_fraction *= min(backtrack_coeff, overshoot**-0.5) if 1 < overshoot < math.inf else backtrack_coeff
+            overshoot = max(kl / max_kl, largest_kl / args.max_state_kl)
+            cut = min(args.backtrack_coeff, overshoot**-0.5) if 1 < overshoot < math.inf else args.backtrack_coeff
+            step_fraction *= cut
         vector_to_parameters(old_params, actor.parameters())
-    return False, 0.0, backtrack_iters, float("nan"), float("nan"), 0.0
+    return False, 0.0, args.backtrack_iters, math.nan, math.nan, 0.0
 
 
-def trpo_step(
-    actor,
-    objective_and_kls_fn,
-    fvp_obs,
-    max_kl,
-    max_state_kl,
-    cg_damping,
-    cg_iters,
-    backtrack_iters,
-    backtrack_coeff,
-):
+def trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
-    step along x with 1/2 s^T F s = max_kl), then the line search. Non-finite values skip the step.
-    The step length uses the undamped x^T F x, the KL's own quadratic model, where OpenAI baselines,
-    Spinning Up and sb3-contrib use x^T (F + damping I) x: the damping only regularizes the solve,
-    and counting it in the length would make every step shorter than max_kl allows.
-    """
+    step along x with 1/2 s^T F s = max_kl, Appendix C of the paper), then the line search.
+    Non-finite values skip the step. The step length uses the undamped x^T F x, the KL's own
+    quadratic model, where OpenAI baselines, Spinning Up and sb3-contrib use x^T (F + damping I) x:
+    the damping only regularizes the solve, and counting it would make every step shorter than max_kl allows."""
     objective, _ = objective_and_kls_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
     objective = objective.detach()
     all_reduce_mean([policy_gradient, objective])  # the gradient and value of the objective over all ranks
     fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
-    step_direction = conjugate_gradient(lambda v: fisher_vector_product(v) + cg_damping * v, policy_gradient, cg_iters)
+    damped_fvp = lambda v: fisher_vector_product(v) + damping * v
+    step_direction = conjugate_gradient(damped_fvp, policy_gradient, args.cg_iters)
     curvature = step_direction @ fisher_vector_product(step_direction)
     full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
-    diagnostics = {
-        "kl": float("nan"),
-        "max_state_kl": float("nan"),
-        "expected_improvement": 0.0,
-        "actual_improvement": 0.0,
-        "line_search_success": 0.0,
-        "line_search_iters": 0,
-        "step_fraction": 0.0,
-        "nonfinite_skipped": 1.0,
+    finite = bool(torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0)
+    success, step_fraction, iters, kl, largest_kl, actual_improvement = False, 0.0, 0, math.nan, math.nan, 0.0
+    if finite:
+        success, step_fraction, iters, kl, largest_kl, actual_improvement = line_search(
+            actor, objective_and_kls_fn, full_step, objective.item(), max_kl, args
+        )
+    return {
+        "kl": kl,
+        "max_state_kl": largest_kl,
+        "expected_improvement": step_fraction * (policy_gradient @ full_step).item() if finite else 0.0,
+        "actual_improvement": actual_improvement,
+        "line_search_success": float(success),
+        "line_search_iters": iters,
+        "step_fraction": step_fraction,
+        "nonfinite_skipped": float(not finite),
     }
-    if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
-        return diagnostics
-    success, step_fraction, iters, kl, largest_kl, actual_improvement = line_search(
-        actor,
-        objective_and_kls_fn,
-        full_step,
-        objective.item(),
-        max_kl,
-        max_state_kl,
-        backtrack_iters,
-        backtrack_coeff,
-    )
-    diagnostics.update(
-        kl=kl,
-        max_state_kl=largest_kl,
-        expected_improvement=step_fraction * (policy_gradient @ full_step).item(),
-        actual_improvement=actual_improvement,
-        line_search_success=float(success),
-        line_search_iters=iters,
-        step_fraction=step_fraction,
-        nonfinite_skipped=0.0,
-    )
-    return diagnostics
 
 
-def flatten_steps_envs(*tensors):
-    """(num_steps, num_envs, ...) -> (num_steps * num_envs, ...), row t * num_envs + env, for every field alike."""
-    return [tensor.reshape((-1,) + tensor.shape[2:]) for tensor in tensors]
+def policy_step(actor, b_obs, b_actions, b_advantages, max_kl, damping, ent_coef, args):
+    """TRPO's step on the batch from pi_old, the actor as it was during the rollout: the Fisher from a
+    random FVP_SUBSAMPLE of the states, the objective and the KLs from all of them. Returns (the
+    diagnostics with the step's max_kl, damping and ent_coef, the entropy of pi_old)."""
+    with torch.no_grad():
+        old_logits = actor(b_obs)
+        old_dist = Categorical(logits=old_logits)
+        b_logprobs, entropy = old_dist.log_prob(b_actions), old_dist.entropy().mean()
+        all_reduce_mean([entropy])
+    objective_and_kls_fn = partial(
+        surrogate_and_state_kls, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef, old_logits
+    )
+    batch_size = b_obs.shape[0]
+    fvp_obs = b_obs[torch.randperm(batch_size, device=b_obs.device)[: max(1, int(FVP_SUBSAMPLE * batch_size))]]
+    diagnostics = trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args)
+    return diagnostics | {"max_kl": max_kl, "damping": damping, "ent_coef": ent_coef}, entropy.item()
 
 
 def adapt_trust_region(max_kl, damping, streak, success, args):
@@ -625,15 +597,16 @@ def adapt_entropy_coef(ent_coef, entropy, num_actions, args):
     return min(max(ent_coef * math.exp(ENT_COEF_RATE * relative_gap), MIN_ENT_COEF), 1.0)
 
 
-def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
-    """Adam on shuffled minibatches of 1/2 (V(s) - R)^2; returns (mean loss, skipped steps).
+def fit_critic(critic, optimizer, obs, returns, args):
+    """args.vf_epochs passes of Adam on args.vf_minibatches shuffled minibatches of 1/2 (V(s) - R)^2;
+    returns (mean loss, skipped steps).
 
     A step whose loss or gradient is not finite is skipped, so a broken observation or return never
     reaches the weights."""
     batch_size = obs.shape[0]
-    minibatch_size = batch_size // minibatches
+    minibatch_size = batch_size // args.vf_minibatches
     losses, skipped = [], 0
-    for _ in range(epochs):
+    for _ in range(args.vf_epochs):
         permutation = torch.randperm(batch_size, device=obs.device)
         for start in range(0, batch_size, minibatch_size):
             idx = permutation[start : start + minibatch_size]
@@ -652,16 +625,23 @@ def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
+def restore_training_state(state, actor, critic, critic_optimizer, return_rms):
+    """Put a checkpoint's networks, critic optimizer and reward statistics back in place."""
+    actor.load_state_dict(state["actor"])
+    critic.load_state_dict(state["critic"])
+    critic_optimizer.load_state_dict(state["critic_optimizer"])
+    if return_rms is not None:
+        return_rms.load_state_dict(state["return_rms"])
+
+
 def all_reduce_mean(tensors):
-    """Average a list of tensors over the ranks in place, with one all-reduce of their concatenation.
-    Without a process group (a single process) they are already the mean."""
-    if not dist.is_initialized():
-        return
-    flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
-    dist.all_reduce(flat)
-    flat /= dist.get_world_size()
-    for tensor, chunk in zip(tensors, flat.split([tensor.numel() for tensor in tensors])):
-        tensor.copy_(chunk.view_as(tensor))
+    """Average tensors over the ranks in place, with one all-reduce of their concatenation (a single
+    process, with no process group, has nothing to average)."""
+    if dist.is_initialized():
+        flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
+        dist.all_reduce(flat)
+        for tensor, chunk in zip(tensors, (flat / dist.get_world_size()).split([t.numel() for t in tensors])):
+            tensor.copy_(chunk.view_as(tensor))
 
 
 def global_mean_std(x):
@@ -697,6 +677,13 @@ def save_atomically(state, path):
     """torch.save to a temporary file, then rename: a run killed while saving keeps its last checkpoint."""
     torch.save(state, f"{path}.tmp")
     os.replace(f"{path}.tmp", path)
+
+
+def seed_everything(seed):
+    """Seed python's, numpy's and torch's random number generators."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def rng_states(device):
@@ -757,42 +744,78 @@ def evaluate(actor, args, device, video_name=None, epsilon=0.05):
     return scores
 
 
-def summarize_evaluation(scores):
-    """The one-line summary of an evaluation's game scores."""
-    return f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
+def final_evaluation(actor, args, device, run_name, writer, global_step):
+    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
+    logged game by game and as the last point of the evaluation curve, printed, uploaded with --track."""
+    scores = evaluate(actor, args, device, f"{run_name}/eval" if args.capture_video else None)
+    for i, score in enumerate(scores if writer is not None else []):
+        writer.add_scalar("eval/final_episodic_return", score, i)
+    print(f"eval: {log_evaluation(writer, scores, global_step)}")
+    if writer is not None and args.track and args.capture_video:
+        import wandb
+
+        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
+            wandb.log({"videos": wandb.Video(video)})
+    return scores
+
+
+def log_evaluation(writer, scores, global_step):
+    """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
+    summary = f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
+    if writer is not None:
+        writer.add_scalar("eval/episodic_return", np.mean(scores), global_step)
+    return summary
 
 
 def load_model(path, num_actions):
-    """Return (the actor saved in a .model or checkpoint.pt file, None), or (None, why it cannot be used here)."""
+    """The actor saved in a .model or checkpoint.pt file; raises ValueError saying why it cannot be used here."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        return None, f"cannot read model file {path!r} ({type(e).__name__})"
-    if not isinstance(checkpoint, dict):  # a bare tensor, say
-        return None, f"{path!r} is not a model of this script (it holds a {type(checkpoint).__name__})"
+        raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
+        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
+            raise TypeError(type(checkpoint).__name__)
         actor = Actor(num_actions)
         actor.load_state_dict(checkpoint["actor"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
-        return None, f"{path!r} is not a model of this script for this game ({type(e).__name__})"
-    return actor, None
+        raise ValueError(f"{path!r} is not a model of this script for this game ({type(e).__name__})") from e
+    return actor
 
 
-def check_args(args):
-    """Return an error message for the first argument no run can use, else None.
+def start_logging(args, run_name, resumed):
+    """(the TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; the id of the
+    Weights and Biases run that mirrors it with --track, else None). A resumed run goes on in its logs."""
+    if args.track:
+        import wandb
 
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+            id=resumed.get("wandb_id") if resumed else None,
+            resume="allow",
+        )
+    wandb_id = wandb.run.id if args.track else None
+    # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
+    hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
+    return writer, wandb_id
+
+
+def check_inputs(args):
+    """The env's number of actions; raises ValueError naming the first argument no run can use.
     Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
-    inf = math.inf
+    inf, batch_size = math.inf, args.num_envs * args.num_steps
     requirements = [
         (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
-        (args.num_envs >= 1, "num_envs must be at least 1"),
-        (args.num_steps >= 1, "num_steps must be at least 1"),
-        (
-            args.total_timesteps >= args.world_size * args.num_envs * args.num_steps,
-            "total_timesteps must be at least number of processes * num_envs * num_steps",
-        ),
-        (0 <= args.gamma <= 1, "gamma must be in [0, 1]"),
-        (0 <= args.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
+        (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
+        (args.total_timesteps >= args.world_size * batch_size, "total_timesteps must cover one update of all ranks"),
+        (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
         (MIN_MAX_KL <= args.max_kl < inf, f"max_kl must be finite and at least {MIN_MAX_KL:g}"),
         (args.max_kl <= args.max_state_kl < inf, "max_state_kl must be finite and at least max_kl"),
         (args.cg_iters >= 1, "cg_iters must be at least 1"),
@@ -801,36 +824,39 @@ def check_args(args):
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
         (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
         (0 <= args.target_entropy_frac < 1, "target_entropy_frac must be in [0, 1)"),
-        (0 < args.vf_lr < inf, "vf_lr must be positive and finite"),
-        (args.vf_epochs >= 1, "vf_epochs must be at least 1"),
-        (
-            1 <= args.vf_minibatches <= args.num_envs * args.num_steps,
-            "vf_minibatches must be in [1, num_envs * num_steps]",
-        ),
-        (args.eval_episodes >= 1, "eval_episodes must be at least 1"),
-        (args.eval_every >= 0, "eval_every must be at least 0"),
+        (0 < args.vf_lr < inf and args.vf_epochs >= 1, "vf_lr must be positive and finite, vf_epochs at least 1"),
+        (1 <= args.vf_minibatches <= batch_size, "vf_minibatches must be in [1, num_envs * num_steps]"),
+        (args.eval_episodes >= 1 and args.eval_every >= 0, "eval_episodes must be >= 1 and eval_every >= 0"),
         (args.checkpoint_every >= 0, "checkpoint_every must be at least 0"),
     ]
-    return next((message for ok, message in requirements if not ok), None)
+    for ok, message in requirements:
+        if not ok:
+            raise ValueError(message)
+    try:
+        env = make_env(args.env_id, 0, False, None)()
+    except (ValueError, gym.error.Error) as e:
+        raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
+    env.close()
+    return env.action_space.n
 
 
 def load_training_state(path, args):
-    """Return (the training state saved at path, None), or (None, why this run cannot resume from it)."""
+    """The training state saved at path; raises ValueError saying why this run cannot resume from it."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        return None, f"cannot read checkpoint {path!r} ({type(e).__name__})"
+        raise ValueError(f"cannot read checkpoint {path!r} ({type(e).__name__})") from e
     if not isinstance(state, dict) or not {"iteration", "actor", "critic_optimizer", "trust_region"} <= state.keys():
-        return None, f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every"
+        raise ValueError(f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every")
     changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
     if changed:
-        return None, f"{path!r} was saved with other {', '.join(changed)}"
-    return state, None
+        raise ValueError(f"{path!r} was saved with other {', '.join(changed)}")
+    return state
 
 
 def init_distributed(use_cuda, script):
-    """Join the process group torchrun describes (RANK, LOCAL_RANK, WORLD_SIZE, ...); without torchrun,
-    one process and no group, so that no collective runs. Returns (rank, local_rank, world_size, error or None)."""
+    """Join torchrun's process group (RANK, LOCAL_RANK, WORLD_SIZE, ...): (rank, local_rank, world_size,
+    error or None). Without torchrun, or with one process, no group: no collective runs."""
     if "RANK" not in os.environ:
         print(f"{script}: not started by torchrun: running as a single process (world size 1)", file=sys.stderr)
         return 0, 0, 1, None
@@ -850,82 +876,34 @@ def main(args):
     script = os.path.basename(__file__)
     use_cuda = args.cuda and torch.cuda.is_available()
     rank, local_rank, args.world_size, error = init_distributed(use_cuda, script)
-    error = error or check_args(args)
-    if error:
-        # One line from rank 0; the other ranks stop without repeating it.
-        sys.exit(f"{script}: error: {error}" if rank == 0 else 1)
+    try:  # nothing is written before the arguments and the input files have been checked
+        if error:
+            raise ValueError(error)
+        num_actions = check_inputs(args)
+        watched = load_model(args.eval_only, num_actions) if args.eval_only else None
+        resumed = load_training_state(args.resume, args) if args.resume and not args.eval_only else None
+    except ValueError as e:  # one line from rank 0; the other ranks stop without repeating it
+        sys.exit(f"{script}: error: {e}" if rank == 0 else 1)
     args.batch_size = args.num_envs * args.num_steps
     args.num_iterations = args.total_timesteps // (args.world_size * args.batch_size)
-
-    if args.eval_only is not None:  # rank 0 plays; the other ranks have nothing to do
-        if rank != 0:
-            return None
-        try:
-            env = make_env(args.env_id, 0, False, "")()
-        except (ValueError, gym.error.Error) as e:
-            sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}")
-        num_actions = env.action_space.n
-        env.close()
-        actor, error = load_model(args.eval_only, num_actions)
-        if error:
-            sys.exit(f"{script}: error: {error}")
-        device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
-        video_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}/eval"
-        scores = evaluate(actor.to(device), args, device, video_name if args.capture_video else None)
-        print(f"eval: {summarize_evaluation(scores)}")
-        return scores
-
-    resumed = None
-    if args.resume is not None:
-        resumed, error = load_training_state(args.resume, args)
-        if error:
-            sys.exit(f"{script}: error: {error}" if rank == 0 else 1)
     # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
     run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if rank == 0 and args.cuda and not use_cuda:
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
+    device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    if watched is not None:  # rank 0 plays; the other ranks have nothing to do
+        return final_evaluation(watched.to(device), args, device, run_name, None, 0) if rank == 0 else None
 
-    try:
-        envs = make_envs(args, run_name, record=rank == 0)
-    except (ValueError, gym.error.Error) as e:
-        sys.exit(f"{script}: error: cannot make env {args.env_id!r}: {e}" if rank == 0 else 1)
-    # Only the ale back end needs the game scores tracked here; the gymnasium one records its own.
+    envs = make_envs(args, run_name, record=rank == 0)
     scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
+    writer, wandb_id = start_logging(args, run_name, resumed) if rank == 0 else (None, None)
 
-    if args.track and rank == 0:
-        import wandb
-
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            save_code=True,
-            # A resumed run goes on in the W&B run it started instead of opening a second one.
-            id=resumed.get("wandb_id") if resumed else None,
-            resume="allow",
-        )
-    writer = None
-    if rank == 0:
-        # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
-        writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
-        writer.add_text(
-            "hyperparameters",
-            "|param|value|\n|-|-|\n" + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
-        )
-
-    # Each rank samples its own actions; the networks start as rank 0's.
-    random.seed(args.seed + rank)
-    np.random.seed(args.seed + rank)
-    torch.manual_seed(args.seed + rank)
+    seed_everything(args.seed + rank)  # each rank samples its own actions; the networks start as rank 0's
     torch.backends.cudnn.deterministic = args.torch_deterministic
     # No TF32 convolutions (cuDNN's default on Ampere and later): their rounding swamps the KL of a small
     # trust-region step, the reason the policy stays out of bfloat16.
     torch.backends.cudnn.allow_tf32 = False
-    if rank == 0 and args.cuda and not use_cuda:
-        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
-    device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
-
-    actor = Actor(envs.single_action_space.n).to(device)
+    actor = Actor(num_actions).to(device)
     critic = Critic(args.bf16).to(device)
     for parameter in [*actor.parameters(), *critic.parameters()]:
         if dist.is_initialized():
@@ -937,11 +915,7 @@ def main(args):
     max_kl, damping, ent_coef, line_search_streak = args.max_kl, args.cg_damping, args.ent_coef, 0
     start_iteration, global_step = 1, 0
     if resumed is not None:  # the envs are not saved: a resumed run starts new games
-        actor.load_state_dict(resumed["actor"])
-        critic.load_state_dict(resumed["critic"])
-        critic_optimizer.load_state_dict(resumed["critic_optimizer"])
-        if return_rms is not None:
-            return_rms.load_state_dict(resumed["return_rms"])
+        restore_training_state(resumed, actor, critic, critic_optimizer, return_rms)
         max_kl, damping, ent_coef, line_search_streak = resumed["trust_region"]
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
         restore_rng_states(resumed["rng"][rank], device)
@@ -954,8 +928,7 @@ def main(args):
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
 
     start_step, start_time = global_step, time.time()
-    recent_returns = deque(maxlen=20)
-    recent_successes = deque(maxlen=20)
+    recent_returns, recent_successes = deque(maxlen=20), deque(maxlen=20)
     # Rank r's envs get the seeds seed + r * num_envs + i: rank 0's are the single-process script's.
     envs.action_space.seed(args.seed + rank * args.num_envs)
     next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
@@ -965,7 +938,7 @@ def main(args):
     next_obs = to_device(next_obs, device, pinned, "obs")
 
     for iteration in range(start_iteration, args.num_iterations + 1):
-        finished = []  # this rank's games, logged by rank 0
+        finished = []  # the games that ended in this rollout, logged after it
         rollout_returns = []  # this rank's discounted returns, for the reward statistics of all ranks
         return_rms_before = None if return_rms is None else return_rms.state_dict()
         for step in range(args.num_steps):
@@ -974,13 +947,10 @@ def main(args):
             with torch.no_grad():
                 action = sample_action(actor(next_obs))
             actions[step] = action
-
             next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
             for game_return, game_length in finished_games(infos, scores, reward, terminations, truncations):
                 finished.append((float(game_return), int(game_length), global_step))
-
-            # ale-py's rewards are integers; float32 before anything fractional is added to them.
-            reward = np.sign(reward).astype(np.float32)
+            reward = np.sign(reward).astype(np.float32)  # float32 before fractions join ale-py's integers
             if return_rms is not None:
                 discounted_return = discounted_return * args.gamma + reward
                 return_rms.update(discounted_return)
@@ -997,13 +967,12 @@ def main(args):
             dones[step] = to_device(terminations | truncations, device, pinned, "done")
             next_obs = to_device(next_obs, device, pinned, "obs")
 
-        every_rank_finished = gather_on_rank0(finished)
-        if rank == 0:
-            games = [game for rank_games in every_rank_finished for game in rank_games]
-            for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
-                recent_returns.append(game_return)
-                writer.add_scalar("charts/episodic_return", game_return, step_of_end)
-                writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+        games = [game for rank_games in gather_on_rank0(finished) or [] for game in rank_games]
+        for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
+            recent_returns.append(game_return)
+            writer.add_scalar("charts/episodic_return", game_return, step_of_end)
+            writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+
         if return_rms is not None and dist.is_initialized():
             # During the rollout each rank scaled with its own returns added; now all ranks' are.
             every_rank_returns = [None] * args.world_size
@@ -1018,109 +987,65 @@ def main(args):
             values = torch.cat(flat_values).view(args.num_steps, args.num_envs)
             next_value = critic(next_obs)
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-        b_obs, b_actions, b_advantages, b_returns, b_values = flatten_steps_envs(
-            observations, actions, advantages, returns, values
-        )
+        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+        batch = (observations, actions, advantages, returns, values)
+        b_obs, b_actions, b_advantages, b_returns, b_values = (x.flatten(0, 1) for x in batch)
         # Normalized always, with the statistics of all ranks' advantages together: the step's length
         # comes from max_kl, so their scale only weighs the entropy bonus against them.
         mean, std = global_mean_std(b_advantages)
         b_advantages = (b_advantages - mean) / (std + 1e-8)
 
-        # pi_old: the actor as it was during the rollout, in one batched pass.
-        with torch.no_grad():
-            old_logits = actor(b_obs)
-            old_dist = Categorical(logits=old_logits)
-            b_logprobs = old_dist.log_prob(b_actions)
-            entropy = old_dist.entropy().mean()
-            all_reduce_mean([entropy])
-            entropy = entropy.item()
-        objective_and_kls_fn = partial(
-            surrogate_and_state_kls, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef, old_logits
-        )
-        fvp_size = max(1, int(FVP_SUBSAMPLE * args.batch_size))
-        fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
-        diagnostics = trpo_step(
-            actor,
-            objective_and_kls_fn,
-            fvp_obs,
-            max_kl,
-            args.max_state_kl,
-            damping,
-            args.cg_iters,
-            args.backtrack_iters,
-            args.backtrack_coeff,
-        )
+        diagnostics, entropy = policy_step(actor, b_obs, b_actions, b_advantages, max_kl, damping, ent_coef, args)
         success = bool(diagnostics["line_search_success"])
         recent_successes.append(success)
-        if rank == 0:
-            writer.add_scalar("trpo/max_kl", max_kl, global_step)
-            writer.add_scalar("trpo/damping", damping, global_step)
-            writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
         max_kl, damping, line_search_streak = adapt_trust_region(max_kl, damping, line_search_streak, success, args)
-        ent_coef = adapt_entropy_coef(ent_coef, entropy, envs.single_action_space.n, args)
+        ent_coef = adapt_entropy_coef(ent_coef, entropy, num_actions, args)
 
-        value_loss, skipped_value_steps = fit_critic(
-            critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
+        value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
+
+        returns_var = b_returns.var()
+        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
+        sps = int((global_step - start_step) / (time.time() - start_time))
+        scalars = {"charts/SPS": sps, "losses/value_loss": value_loss, "losses/explained_variance": explained_var}
+        scalars |= {"losses/entropy": entropy, "losses/value_nonfinite_skipped": skipped_value_steps}
+        scalars |= {f"trpo/{key}": value for key, value in diagnostics.items()}
+        recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
+        progress = (
+            f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
+            f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
+            f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
+            f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} "
+            f"state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g} "
+            f"entropy {entropy:.2f} bonus {ent_coef:.3f}"
+            + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
         )
-
-        # Every logged value is the same on all ranks but explained variance and SPS, which are rank 0's.
-        if rank == 0:
-            returns_var = b_returns.var()
-            explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
-            sps = int((global_step - start_step) / (time.time() - start_time))
-            writer.add_scalar("charts/SPS", sps, global_step)
-            writer.add_scalar("losses/value_loss", value_loss, global_step)
-            writer.add_scalar("losses/explained_variance", explained_var, global_step)
-            writer.add_scalar("losses/entropy", entropy, global_step)
-            writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
-            for key, value in diagnostics.items():
-                writer.add_scalar(f"trpo/{key}", value, global_step)
-            recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
-            print(
-                f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
-                f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
-                f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
-                f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g} "
-                f"entropy {entropy:.2f} bonus {ent_coef:.3f}"
-                + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
-            )
+        if rank == 0:  # every value is the same on all ranks but explained variance and SPS, rank 0's
+            for key, value in scalars.items():
+                writer.add_scalar(key, value, global_step)
+            print(progress)
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:
             # Every rank's random-number states, so each goes on with its own stream.
             every_rank_rng = gather_on_rank0(rng_states(device))
         if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
-            training_state = {
-                **model_state(actor, critic, return_rms, args),
-                "critic_optimizer": critic_optimizer.state_dict(),
-                "run_name": run_name,
-                "wandb_id": wandb.run.id if args.track else None,
-                "iteration": iteration,
-                "global_step": global_step,
-                "trust_region": (max_kl, damping, ent_coef, line_search_streak),
-                "rng": every_rank_rng,
-            }
-            save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
+            trust_region = (max_kl, damping, ent_coef, line_search_streak)
+            training_state = {"critic_optimizer": critic_optimizer.state_dict(), "trust_region": trust_region}
+            training_state |= {"run_name": run_name, "wandb_id": wandb_id, "rng": every_rank_rng}
+            training_state |= {"iteration": iteration, "global_step": global_step}
+            save_atomically(
+                model_state(actor, critic, return_rms, args) | training_state, f"runs/{run_name}/checkpoint.pt"
+            )
         if args.eval_every and iteration % args.eval_every == 0 and rank == 0:
             eval_returns = evaluate(actor, args, device)
-            writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
-            print(f"eval at step {global_step}: {summarize_evaluation(eval_returns)}")
+            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step)}")
 
-    eval_returns = None
-    if rank == 0:
-        if args.save_model:
-            model_path = f"runs/{run_name}/{args.exp_name}.model"
-            torch.save(model_state(actor, critic, return_rms, args), model_path)
-            print(f"model saved to {model_path}")
-        eval_returns = evaluate(actor, args, device, f"{run_name}/eval" if args.capture_video else None)
-        # The final evaluation game by game, and its mean as the last point of the evaluation curve.
-        for i, episodic_return in enumerate(eval_returns):
-            writer.add_scalar("eval/final_episodic_return", episodic_return, i)
-        writer.add_scalar("eval/episodic_return", np.mean(eval_returns), global_step)
-        print(f"eval: {summarize_evaluation(eval_returns)}")
-        if args.track and args.capture_video:
-            for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-                wandb.log({"videos": wandb.Video(video)})
-        writer.close()
+    if args.save_model and rank == 0:
+        model_path = f"runs/{run_name}/{args.exp_name}.model"
+        torch.save(model_state(actor, critic, return_rms, args), model_path)
+        print(f"model saved to {model_path}")
+    eval_returns = final_evaluation(actor, args, device, run_name, writer, global_step) if rank == 0 else None
     envs.close()
+    if writer is not None:
+        writer.close()
     return eval_returns
 
 

@@ -379,15 +379,16 @@ def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args):
     }
 
 
-def fit_critic(critic, optimizer, obs, returns, epochs, minibatches):
-    """Adam on shuffled minibatches of 1/2 (V(s) - R)^2; returns (mean loss, skipped steps).
+def fit_critic(critic, optimizer, obs, returns, args):
+    """args.vf_epochs passes of Adam on args.vf_minibatches shuffled minibatches of 1/2 (V(s) - R)^2;
+    returns (mean loss, skipped steps).
 
     A step whose loss or gradient is not finite is skipped, so a broken observation or return never
     reaches the weights."""
     batch_size = obs.shape[0]
-    minibatch_size = batch_size // minibatches
+    minibatch_size = batch_size // args.vf_minibatches
     losses, skipped = [], 0
-    for _ in range(epochs):
+    for _ in range(args.vf_epochs):
         permutation = torch.randperm(batch_size, device=obs.device)
         for start in range(0, batch_size, minibatch_size):
             idx = permutation[start : start + minibatch_size]
@@ -467,6 +468,8 @@ def load_model(path, observation_space, action_space):
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
+        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
+            raise TypeError(type(checkpoint).__name__)
         actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
         actor.load_state_dict(checkpoint["actor"])
         obs_rms = None
@@ -475,7 +478,7 @@ def load_model(path, observation_space, action_space):
             obs_rms.load_state_dict(checkpoint["obs_rms"])
             if obs_rms.mean.shape != observation_space.shape:
                 raise ValueError("observation statistics of another shape")
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
 
@@ -655,9 +658,7 @@ def main(args):
         diagnostics = trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args)
         recent_successes.append(diagnostics["line_search_success"])
 
-        value_loss, skipped_value_steps = fit_critic(
-            critic, critic_optimizer, b_obs, b_returns, args.vf_epochs, args.vf_minibatches
-        )
+        value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
 
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")

@@ -85,9 +85,7 @@ class Probe:
             x = warm_conjugate_gradient(damped, gradient, cg_iters, x0)
         return x, x @ fisher_vector_product(x)
 
-    def __call__(
-        self, actor, objective_and_kls_fn, fvp_obs, max_kl, max_state_kl, damping, cg_iters, *line_search_args
-    ):
+    def __call__(self, actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args):
         entry = time.perf_counter()
         # The update before this one was plain unless it measured or remembered a direction.
         if self.previous_entry is not None and self.update % self.measure_every not in (0, self.measure_every - 1):
@@ -100,26 +98,12 @@ class Probe:
             objective, _ = objective_and_kls_fn()
             gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
         if remember:
-            self.previous_direction, _ = self.direction(actor, fvp_obs, gradient, damping, cg_iters)
+            self.previous_direction, _ = self.direction(actor, fvp_obs, gradient, damping, args.cg_iters)
         if measure:
-            self.measure(
-                actor,
-                objective_and_kls_fn,
-                fvp_obs,
-                objective,
-                gradient,
-                max_kl,
-                max_state_kl,
-                damping,
-                line_search_args,
-            )
-        return self.trpo_step(
-            actor, objective_and_kls_fn, fvp_obs, max_kl, max_state_kl, damping, cg_iters, *line_search_args
-        )
+            self.measure(actor, objective_and_kls_fn, fvp_obs, objective, gradient, max_kl, damping, args)
+        return self.trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args)
 
-    def measure(
-        self, actor, objective_and_kls_fn, fvp_obs, objective, gradient, max_kl, max_state_kl, damping, line_search_args
-    ):
+    def measure(self, actor, objective_and_kls_fn, fvp_obs, objective, gradient, max_kl, damping, args):
         batch_obs = objective_and_kls_fn.args[1]
         old_params = parameters_to_vector(actor.parameters()).detach().clone()
         record = {"update": self.update, "max_kl": max_kl, "ways": {}}
@@ -140,7 +124,7 @@ class Probe:
                 full_step_kl = objective_and_kls_fn()[1].mean().item()
             vector_to_parameters(old_params, actor.parameters())
             success, fraction_taken, trials, kl, _, improvement = trpo_atari.line_search(
-                actor, objective_and_kls_fn, full_step, objective.item(), max_kl, max_state_kl, *line_search_args
+                actor, objective_and_kls_fn, full_step, objective.item(), max_kl, args
             )
             vector_to_parameters(old_params, actor.parameters())
             record["ways"][name] = {

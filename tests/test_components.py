@@ -150,24 +150,6 @@ def test_gae_matches_per_env_reference_with_terminations_and_truncations(script)
     np.testing.assert_allclose(returns, expected + values, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("script", [ppo_atari, trpo_atari])
-def test_flattened_fields_stay_aligned(script):
-    num_steps, num_envs = 7, 3
-    t = torch.arange(num_steps).view(-1, 1).expand(num_steps, num_envs).float()
-    env = torch.arange(num_envs).view(1, -1).expand(num_steps, num_envs).float()
-    observations = torch.stack([t, env, torch.zeros_like(t)], dim=-1)  # (steps, envs, 3)
-    actions = torch.stack([t * 100 + env, -t], dim=-1)  # (steps, envs, 2)
-    logprobs = t * 10 + env
-    advantages = -(t * 10 + env)
-    b_obs, b_actions, b_logprobs, b_advantages = script.flatten_steps_envs(observations, actions, logprobs, advantages)
-    assert b_obs.shape == (num_steps * num_envs, 3) and b_actions.shape == (num_steps * num_envs, 2)
-    for row in range(num_steps * num_envs):
-        step, env_index = b_obs[row, 0].item(), b_obs[row, 1].item()
-        assert b_actions[row, 0].item() == step * 100 + env_index
-        assert b_logprobs[row].item() == step * 10 + env_index
-        assert b_advantages[row].item() == -(step * 10 + env_index)
-
-
 def discrete_problem(num_states=256):
     actor = trpo_discrete.Actor(4, 3)
     with torch.no_grad():
@@ -356,13 +338,12 @@ def test_clipped_policy_loss_is_the_pessimistic_bound_with_no_gradient_where_the
     torch.testing.assert_close(ratio.grad, torch.tensor([-0.25, 0.25, 0.0, 0.0]))
 
 
-@pytest.mark.parametrize(("target_kl", "steps_per_update"), [(None, 4 * 2), (1e-12, 2)])
-def test_target_kl_stops_an_update_after_the_epoch_that_passes_it(target_kl, steps_per_update, tmp_path, monkeypatch):
+def test_each_ppo_update_takes_update_epochs_times_num_minibatches_adam_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     steps = []
     adam_step = torch.optim.Adam.step
     monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **kw: steps.append(1) or adam_step(self, *a, **kw))
     args = ppo_continuous.Args(env_id="Pendulum-v1", num_envs=2, num_steps=64, total_timesteps=256, eval_episodes=1)
-    args.update_epochs, args.num_minibatches, args.target_kl = 4, 2, target_kl
+    args.update_epochs, args.num_minibatches = 3, 2
     ppo_continuous.main(args)
-    assert len(steps) == 2 * steps_per_update  # two updates
+    assert len(steps) == 2 * 3 * 2  # two updates

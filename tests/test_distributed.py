@@ -148,7 +148,7 @@ def trpo_step_on(script, actor, obs, actions, logprobs, advantages, logits, vect
     objective_and_kls_fn = partial(
         script.surrogate_and_state_kls, actor, obs, actions, logprobs, advantages, 0.01, logits
     )
-    diagnostics = script.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
+    diagnostics = script.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 0.1, script.Args(max_state_kl=1.0))
     return fisher_vector_product.detach(), diagnostics, parameters_to_vector(actor.parameters()).detach()
 
 

@@ -121,7 +121,6 @@ BAD_INPUTS = [
     ("ppo_continuous.py", ["--env-id", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
     ("ppo_continuous.py", ["--num-steps", "0"], "num_steps"),
     ("ppo_continuous.py", ["--num-minibatches", "0"], "num_minibatches"),
-    ("ppo_continuous.py", ["--target-kl", "0"], "target_kl"),
     ("trpo_discrete.py", ["--max-kl", "nan"], "max_kl"),
     ("trpo_continuous.py", ["--max-kl", "inf"], "max_kl"),
     ("trpo_discrete.py", ["--gamma", "1.5"], "gamma"),

@@ -37,7 +37,9 @@ def test_critic_update_leaves_policy_unchanged(batch):
     critic = trpo_atari.Critic()
     optimizer = torch.optim.Adam(critic.parameters(), lr=1e-3)
     critic_before = parameters_to_vector(critic.parameters()).detach().clone()
-    loss, skipped = trpo_atari.fit_critic(critic, optimizer, obs, torch.randn(32) * 10, epochs=2, minibatches=4)
+    loss, skipped = trpo_atari.fit_critic(
+        critic, optimizer, obs, torch.randn(32) * 10, trpo_atari.Args(vf_epochs=2, vf_minibatches=4)
+    )
     assert np.isfinite(loss) and skipped == 0
     assert not torch.equal(parameters_to_vector(critic.parameters()), critic_before)  # the critic did learn
     with torch.no_grad():
@@ -57,9 +59,10 @@ def test_adaptive_trust_region_shrinks_max_kl_and_grows_damping_on_forced_failur
 
     before = parameters_to_vector(actor.parameters()).detach().clone()
     max_kl, damping, failures = 0.01, 0.1, 0
+    step_args = trpo_atari.Args(max_state_kl=1.0, cg_iters=5, backtrack_iters=3)
     schedule = []
     for _ in range(9):
-        diagnostics = trpo_atari.trpo_step(actor, kl_too_large, obs, max_kl, 1.0, damping, 5, 3, 0.8)
+        diagnostics = trpo_atari.trpo_step(actor, kl_too_large, obs, max_kl, damping, step_args)
         assert diagnostics["line_search_success"] == 0.0 and np.isnan(diagnostics["kl"])
         max_kl, damping, failures = trpo_atari.adapt_trust_region(max_kl, damping, failures, False, args)
         schedule.append((max_kl, damping))
@@ -126,7 +129,7 @@ def test_line_search_checks_the_objective_that_was_differentiated_entropy_includ
             return torch.distributions.Categorical(logits=actor(obs)).entropy().mean().item()
 
     entropy_before = entropy()
-    diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 1.0, 0.1, 10, 10, 0.8)
+    diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 0.1, trpo_atari.Args(max_state_kl=1.0))
     assert diagnostics["line_search_success"] == 1.0
     assert entropy() > entropy_before
     assert diagnostics["actual_improvement"] == pytest.approx(ent_coef * (entropy() - entropy_before), rel=1e-3)
@@ -145,7 +148,9 @@ def test_a_large_trust_region_still_bounds_the_kl_of_every_state(batch, max_stat
 
     def step(max_state_kl):
         trpo_atari.vector_to_parameters(before, actor.parameters())
-        diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs, 0.01, max_state_kl, 0.1, 10, 10, 0.8)
+        diagnostics = trpo_atari.trpo_step(
+            actor, objective_and_kls_fn, obs, 0.01, 0.1, trpo_atari.Args(max_state_kl=max_state_kl)
+        )
         with torch.no_grad():
             _, measured = objective_and_kls_fn()
         return diagnostics, measured
@@ -185,7 +190,13 @@ def test_line_search_cuts_a_far_overshooting_step_to_its_bound(batch, max_kl, ma
     assert max(kls_at(1.0)) > 200
     assert max(kls_at(0.8**9)) > 1  # the smallest step of ten fixed cuts
     search = partial(
-        trpo_atari.line_search, actor, objective_and_kls_fn, full_step, objective.item(), max_kl, max_state_kl, 10, 0.8
+        trpo_atari.line_search,
+        actor,
+        objective_and_kls_fn,
+        full_step,
+        objective.item(),
+        max_kl,
+        trpo_atari.Args(max_state_kl=max_state_kl, backtrack_iters=10, backtrack_coeff=0.8),
     )
     success, step_fraction, iters, kl, largest_kl, improvement = search()
     assert success and iters <= 5 and improvement > 0
@@ -205,7 +216,12 @@ def test_each_line_search_trial_is_one_forward_pass_of_the_batch(batch):
     forward_passes = []
     actor.register_forward_hook(lambda *_: forward_passes.append(1))
     success, _, iters, kl, _, _ = trpo_atari.line_search(
-        actor, objective_and_kls_fn, 100 * gradient / gradient.norm(), objective.item(), 0.01, 1.0, 30, 0.5
+        actor,
+        objective_and_kls_fn,
+        100 * gradient / gradient.norm(),
+        objective.item(),
+        0.01,
+        trpo_atari.Args(max_state_kl=1.0, backtrack_iters=30, backtrack_coeff=0.5),
     )
     assert success and kl <= 0.01
     assert iters > 1 and len(forward_passes) == iters  # the long first trials failed, each after one pass
@@ -305,7 +321,9 @@ def test_a_step_from_a_subsampled_fisher_keeps_the_whole_batchs_kl_within_max_kl
     )
     max_kl = 0.01
     # The Fisher of 3 states (the script's FVP_SUBSAMPLE of 10%), the KL bound checked on all 32.
-    diagnostics = trpo_atari.trpo_step(actor, objective_and_kls_fn, obs[:3], max_kl, 10.0, 0.1, 10, 10, 0.8)
+    diagnostics = trpo_atari.trpo_step(
+        actor, objective_and_kls_fn, obs[:3], max_kl, 0.1, trpo_atari.Args(max_state_kl=10.0)
+    )
     with torch.no_grad():
         _, kls = objective_and_kls_fn()
     assert diagnostics["line_search_success"] == 1.0
