@@ -716,7 +716,7 @@ def main(args):
         batch = [x.flatten(0, 1) for x in (observations, actions, logprobs, advantages, returns, values)]
         losses = ppo_update(agent, optimizer, batch, args)
 
-        b_returns, b_values = batch[4], batch[5]
+        *_, b_returns, b_values = batch
         returns_var = b_returns.var()
         explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
         sps = int((global_step - start_step) / (time.time() - start_time))

@@ -319,7 +319,7 @@ def final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step
     eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
     for i, episodic_return in enumerate(eval_returns if writer is not None else []):
         writer.add_scalar("eval/final_episodic_return", episodic_return, i)
-    print(f"eval: {log_evaluation(writer, eval_returns, global_step, args)}")
+    print(f"eval: {log_evaluation(writer, eval_returns, global_step)}")
     if writer is not None and args.track and args.capture_video:
         import wandb
 
@@ -328,7 +328,7 @@ def final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step
     return eval_returns
 
 
-def log_evaluation(writer, episodic_returns, global_step, args):
+def log_evaluation(writer, episodic_returns, global_step):
     """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
     summary = f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
     if writer is not None:
@@ -545,7 +545,7 @@ def main(args):
         )
         if args.eval_every and iteration % args.eval_every == 0:
             eval_returns = evaluate(actor, obs_rms, args, device)
-            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step, args)}")
+            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step)}")
 
     if args.save_model:
         save_model(f"runs/{run_name}/{args.exp_name}.model", args, actor, critic, obs_rms, return_rms)

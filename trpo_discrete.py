@@ -422,8 +422,7 @@ def log_evaluation(writer, episodic_returns, global_step, args):
 def save_model(path, args, actor, critic, obs_rms):
     """Save the networks, the normalization statistics (None where not normalized) and the arguments."""
     model = {"actor": actor.state_dict(), "critic": critic.state_dict(), "args": vars(args)}
-    for name, rms in (("obs_rms", obs_rms),):
-        model[name] = rms.state_dict() if rms is not None else None
+    model["obs_rms"] = obs_rms.state_dict() if obs_rms is not None else None
     torch.save(model, path)
     print(f"model saved to {path}")
 
