@@ -191,10 +191,11 @@ class GameScores:
     """Whole-game scores from the ale back end, which reports none: sum the unclipped rewards
     and close a game when it really ends (lives did not drop on a termination, or truncation)."""
 
-    def __init__(self, num_envs):
-        self.returns = np.zeros(num_envs)
-        self.lengths = np.zeros(num_envs, dtype=int)
-        self.lives = np.zeros(num_envs, dtype=int)
+    def __init__(self, lives):
+        """lives: the lives of each env's game at the start, from the reset's infos."""
+        self.returns = np.zeros(len(lives))
+        self.lengths = np.zeros(len(lives), dtype=int)
+        self.lives = lives
 
     def update(self, rewards, terminations, truncations, lives):
         """Add one step; return [(return, length)] of the games that ended."""
@@ -569,7 +570,6 @@ def main(args):
         return final_evaluation(watched.to(device), args, device, run_name, None, 0)
 
     envs = make_envs(args, run_name)
-    scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
     writer, wandb_id = start_logging(args, run_name, resumed)
 
     seed_everything(args.seed)
@@ -596,8 +596,7 @@ def main(args):
     recent_returns = deque(maxlen=20)
     envs.action_space.seed(args.seed)
     next_obs, infos = envs.reset(seed=args.seed)
-    if scores is not None:
-        scores.lives = infos["lives"]
+    scores = GameScores(infos["lives"]) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
     pinned = {}  # page-locked host buffers of the rollout's copies to the GPU (to_device)
     next_obs = to_device(next_obs, device, pinned, "obs")
 

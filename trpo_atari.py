@@ -232,10 +232,11 @@ class GameScores:
     """Whole-game scores from the ale back end, which reports none: sum the unclipped rewards
     and close a game when it really ends (lives did not drop on a termination, or truncation)."""
 
-    def __init__(self, num_envs):
-        self.returns = np.zeros(num_envs)
-        self.lengths = np.zeros(num_envs, dtype=int)
-        self.lives = np.zeros(num_envs, dtype=int)
+    def __init__(self, lives):
+        """lives: the lives of each env's game at the start, from the reset's infos."""
+        self.returns = np.zeros(len(lives))
+        self.lengths = np.zeros(len(lives), dtype=int)
+        self.lives = lives
 
     def update(self, rewards, terminations, truncations, lives):
         """Add one step; return [(return, length)] of the games that ended."""
@@ -601,6 +602,38 @@ def fit_critic(critic, optimizer, obs, returns, args):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
+def value_estimates(critic, observations, next_obs):
+    """V(s_t) of the rollout's (num_steps, num_envs) frames in batched passes (chunks bound the memory),
+    and V of the frames after its last step. The critic is fixed until the update."""
+    with torch.no_grad():
+        values = torch.cat([critic(chunk) for chunk in observations.flatten(0, 1).split(512)])
+        return values.view(observations.shape[:2]), critic(next_obs)
+
+
+def log_games(writer, games, recent_returns):
+    """Log whole games [(return, length, step at its end)] in the order they ended; keep their returns in recent_returns."""
+    for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
+        recent_returns.append(game_return)
+        writer.add_scalar("charts/episodic_return", game_return, step_of_end)
+        writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+
+
+def progress_line(iteration, global_step, scalars, recent_returns, recent_successes, args):
+    """The line printed after each update, from the values logged for it: the KL against the max_kl
+    the step was held to, the entropy bonus the step used."""
+    recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
+    skipped = scalars["trpo/nonfinite_skipped"] or scalars["losses/value_nonfinite_skipped"]
+    return (
+        f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {scalars['charts/SPS']:5d} "
+        f"return {recent} ls {'ok' if scalars['trpo/line_search_success'] else 'FAIL'} "
+        f"({scalars['trpo/line_search_iters']} it, frac {scalars['trpo/step_fraction']:.2f}, "
+        f"{np.mean(recent_successes):.0%} ok) kl {scalars['trpo/kl']:.4f}/{scalars['trpo/max_kl']:.4f} "
+        f"state kl {scalars['trpo/max_state_kl']:.3f}/{args.max_state_kl:g} "
+        f"entropy {scalars['losses/entropy']:.2f} bonus {scalars['trpo/ent_coef']:.3f}"
+        + (" [non-finite: update skipped]" if skipped else "")
+    )
+
+
 def restore_training_state(state, actor, critic, critic_optimizer, return_rms):
     """Put a checkpoint's networks, critic optimizer and reward statistics back in place."""
     actor.load_state_dict(state["actor"])
@@ -821,7 +854,6 @@ def main(args):
         return final_evaluation(watched.to(device), args, device, run_name, None, 0)
 
     envs = make_envs(args, run_name)
-    scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
     writer, wandb_id = start_logging(args, run_name, resumed)
 
     seed_everything(args.seed)
@@ -854,8 +886,7 @@ def main(args):
     recent_returns, recent_successes = deque(maxlen=20), deque(maxlen=20)
     envs.action_space.seed(args.seed)
     next_obs, infos = envs.reset(seed=args.seed)
-    if scores is not None:
-        scores.lives = infos["lives"]
+    scores = GameScores(infos["lives"]) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
     pinned = {}  # page-locked host buffers of the rollout's copies to the GPU (to_device)
     next_obs = to_device(next_obs, device, pinned, "obs")
 
@@ -886,16 +917,9 @@ def main(args):
             dones[step] = to_device(terminations | truncations, device, pinned, "done")
             next_obs = to_device(next_obs, device, pinned, "obs")
 
-        for game_return, game_length, step_of_end in finished:
-            recent_returns.append(game_return)
-            writer.add_scalar("charts/episodic_return", game_return, step_of_end)
-            writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+        log_games(writer, finished, recent_returns)
 
-        with torch.no_grad():
-            # V(s_t) in batched passes (chunks bound the memory): the critic is fixed until the update.
-            flat_values = [critic(chunk) for chunk in observations.flatten(0, 1).split(512)]
-            values = torch.cat(flat_values).view(args.num_steps, args.num_envs)
-            next_value = critic(next_obs)
+        values, next_value = value_estimates(critic, observations, next_obs)
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
         # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
         batch = (observations, actions, advantages, returns, values)
@@ -918,19 +942,9 @@ def main(args):
         scalars = {"charts/SPS": sps, "losses/value_loss": value_loss, "losses/explained_variance": explained_var}
         scalars |= {"losses/entropy": entropy, "losses/value_nonfinite_skipped": skipped_value_steps}
         scalars |= {f"trpo/{key}": value for key, value in diagnostics.items()}
-        recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
-        progress = (
-            f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
-            f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
-            f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
-            f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} "
-            f"state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g} "
-            f"entropy {entropy:.2f} bonus {ent_coef:.3f}"
-            + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
-        )
         for key, value in scalars.items():
             writer.add_scalar(key, value, global_step)
-        print(progress)
+        print(progress_line(iteration, global_step, scalars, recent_returns, recent_successes, args))
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:
             trust_region = (max_kl, damping, ent_coef, line_search_streak)
             training_state = {"critic_optimizer": critic_optimizer.state_dict(), "trust_region": trust_region}

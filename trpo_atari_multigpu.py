@@ -2,11 +2,10 @@
 
     torchrun --nproc-per-node 2 trpo_atari_multigpu.py --num-envs 8 --max-kl 0.02
 
-Each process (rank) steps its own num_envs envs. The policy gradient, Fisher-vector products, advantage
-statistics, entropy and line-search values are averaged over the ranks (the largest per-state KL is
-the largest of any rank), as are the critic's gradients, and the reward statistics take in every
-rank's returns: all ranks take the same steps. Rank 0 alone logs, checkpoints and evaluates. nccl on
-CUDA, gloo on the CPU; torchrun --nnodes spans machines, and without torchrun it runs as one process.
+Each process (rank) steps its own num_envs envs; the policy gradient, Fisher-vector products, advantage
+statistics, entropy, line-search values (the largest per-state KL: the largest of any rank), the critic's
+gradients and the reward statistics are shared, so all ranks take the same steps. Rank 0 alone logs,
+checkpoints and evaluates. nccl on CUDA, gloo on the CPU; torchrun --nnodes spans machines.
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on Atari:
 many small updates (8 envs x 128 steps, as ppo_atari.py), rewards scaled by the running std of the
@@ -244,10 +243,11 @@ class GameScores:
     """Whole-game scores from the ale back end, which reports none: sum the unclipped rewards
     and close a game when it really ends (lives did not drop on a termination, or truncation)."""
 
-    def __init__(self, num_envs):
-        self.returns = np.zeros(num_envs)
-        self.lengths = np.zeros(num_envs, dtype=int)
-        self.lives = np.zeros(num_envs, dtype=int)
+    def __init__(self, lives):
+        """lives: the lives of each env's game at the start, from the reset's infos."""
+        self.returns = np.zeros(len(lives))
+        self.lengths = np.zeros(len(lives), dtype=int)
+        self.lives = lives
 
     def update(self, rewards, terminations, truncations, lives):
         """Add one step; return [(return, length)] of the games that ended."""
@@ -274,8 +274,7 @@ def finished_games(infos, scores, rewards, terminations, truncations):
 
 
 def make_envs(args, run_name, record):
-    """Both back ends, same-step autoreset: the obs returned with a done is the next episode's.
-    With capture_video every rank uses the gymnasium stack; only the one given record=True records."""
+    """Both back ends, same-step autoreset: the obs returned with a done is the next episode's; record: this rank records."""
     game, sticky = ale_game_and_sticky_actions(args.env_id)
     if args.backend == "ale" and not args.capture_video:
         return ale_py.vector_env.AtariVectorEnv(
@@ -625,6 +624,38 @@ def fit_critic(critic, optimizer, obs, returns, args):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
+def value_estimates(critic, observations, next_obs):
+    """V(s_t) of the rollout's (num_steps, num_envs) frames in batched passes (chunks bound the memory),
+    and V of the frames after its last step. The critic is fixed until the update."""
+    with torch.no_grad():
+        values = torch.cat([critic(chunk) for chunk in observations.flatten(0, 1).split(512)])
+        return values.view(observations.shape[:2]), critic(next_obs)
+
+
+def log_games(writer, games, recent_returns):
+    """Log whole games [(return, length, step at its end)] in the order they ended; keep their returns in recent_returns."""
+    for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
+        recent_returns.append(game_return)
+        writer.add_scalar("charts/episodic_return", game_return, step_of_end)
+        writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+
+
+def progress_line(iteration, global_step, scalars, recent_returns, recent_successes, args):
+    """The line printed after each update, from the values logged for it: the KL against the max_kl
+    the step was held to, the entropy bonus the step used."""
+    recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
+    skipped = scalars["trpo/nonfinite_skipped"] or scalars["losses/value_nonfinite_skipped"]
+    return (
+        f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {scalars['charts/SPS']:5d} "
+        f"return {recent} ls {'ok' if scalars['trpo/line_search_success'] else 'FAIL'} "
+        f"({scalars['trpo/line_search_iters']} it, frac {scalars['trpo/step_fraction']:.2f}, "
+        f"{np.mean(recent_successes):.0%} ok) kl {scalars['trpo/kl']:.4f}/{scalars['trpo/max_kl']:.4f} "
+        f"state kl {scalars['trpo/max_state_kl']:.3f}/{args.max_state_kl:g} "
+        f"entropy {scalars['losses/entropy']:.2f} bonus {scalars['trpo/ent_coef']:.3f}"
+        + (" [non-finite: update skipped]" if skipped else "")
+    )
+
+
 def restore_training_state(state, actor, critic, critic_optimizer, return_rms):
     """Put a checkpoint's networks, critic optimizer and reward statistics back in place."""
     actor.load_state_dict(state["actor"])
@@ -635,8 +666,7 @@ def restore_training_state(state, actor, critic, critic_optimizer, return_rms):
 
 
 def all_reduce_mean(tensors):
-    """Average tensors over the ranks in place, with one all-reduce of their concatenation (a single
-    process, with no process group, has nothing to average)."""
+    """Average tensors over the ranks in place, in one all-reduce (nothing to do without a process group)."""
     if dist.is_initialized():
         flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
         dist.all_reduce(flat)
@@ -652,6 +682,15 @@ def global_mean_std(x):
     total, total_sq, count = moments
     mean = total / count
     return mean, ((total_sq - count * mean**2) / (count - 1)).clamp(min=0).sqrt()
+
+
+def merge_return_statistics(return_rms, return_rms_before, rollout_returns):
+    """Each rank scaled its rollout's rewards with its own returns: redo those updates with all ranks', step by step."""
+    every_rank_returns = [None] * dist.get_world_size()
+    dist.all_gather_object(every_rank_returns, np.stack(rollout_returns))
+    return_rms.load_state_dict(return_rms_before)
+    for step_returns in zip(*every_rank_returns):
+        return_rms.update(np.concatenate(step_returns))
 
 
 def gather_on_rank0(value):
@@ -895,7 +934,6 @@ def main(args):
         return final_evaluation(watched.to(device), args, device, run_name, None, 0) if rank == 0 else None
 
     envs = make_envs(args, run_name, record=rank == 0)
-    scores = GameScores(args.num_envs) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
     writer, wandb_id = start_logging(args, run_name, resumed) if rank == 0 else (None, None)
 
     seed_everything(args.seed + rank)  # each rank samples its own actions; the networks start as rank 0's
@@ -905,9 +943,8 @@ def main(args):
     torch.backends.cudnn.allow_tf32 = False
     actor = Actor(num_actions).to(device)
     critic = Critic(args.bf16).to(device)
-    for parameter in [*actor.parameters(), *critic.parameters()]:
-        if dist.is_initialized():
-            dist.broadcast(parameter.data, src=0)
+    for parameter in [*actor.parameters(), *critic.parameters()] if dist.is_initialized() else []:
+        dist.broadcast(parameter.data, src=0)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5, fused=True)
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None
@@ -932,8 +969,7 @@ def main(args):
     # Rank r's envs get the seeds seed + r * num_envs + i: rank 0's are the single-process script's.
     envs.action_space.seed(args.seed + rank * args.num_envs)
     next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
-    if scores is not None:
-        scores.lives = infos["lives"]
+    scores = GameScores(infos["lives"]) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
     pinned = {}  # page-locked host buffers of the rollout's copies to the GPU (to_device)
     next_obs = to_device(next_obs, device, pinned, "obs")
 
@@ -968,24 +1004,12 @@ def main(args):
             next_obs = to_device(next_obs, device, pinned, "obs")
 
         games = [game for rank_games in gather_on_rank0(finished) or [] for game in rank_games]
-        for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
-            recent_returns.append(game_return)
-            writer.add_scalar("charts/episodic_return", game_return, step_of_end)
-            writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+        log_games(writer, games, recent_returns)  # rank 0's writer; the other ranks get no games
 
         if return_rms is not None and dist.is_initialized():
-            # During the rollout each rank scaled with its own returns added; now all ranks' are.
-            every_rank_returns = [None] * args.world_size
-            dist.all_gather_object(every_rank_returns, np.stack(rollout_returns))
-            return_rms.load_state_dict(return_rms_before)
-            for step in range(args.num_steps):
-                return_rms.update(np.concatenate([returns[step] for returns in every_rank_returns]))
+            merge_return_statistics(return_rms, return_rms_before, rollout_returns)
 
-        with torch.no_grad():
-            # V(s_t) in batched passes (chunks bound the memory): the critic is fixed until the update.
-            flat_values = [critic(chunk) for chunk in observations.flatten(0, 1).split(512)]
-            values = torch.cat(flat_values).view(args.num_steps, args.num_envs)
-            next_value = critic(next_obs)
+        values, next_value = value_estimates(critic, observations, next_obs)
         advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
         # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
         batch = (observations, actions, advantages, returns, values)
@@ -1009,20 +1033,10 @@ def main(args):
         scalars = {"charts/SPS": sps, "losses/value_loss": value_loss, "losses/explained_variance": explained_var}
         scalars |= {"losses/entropy": entropy, "losses/value_nonfinite_skipped": skipped_value_steps}
         scalars |= {f"trpo/{key}": value for key, value in diagnostics.items()}
-        recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
-        progress = (
-            f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
-            f"ls {'ok' if success else 'FAIL'} ({diagnostics['line_search_iters']} it, "
-            f"frac {diagnostics['step_fraction']:.2f}, {np.mean(recent_successes):.0%} ok) "
-            f"kl {diagnostics['kl']:.4f}/{max_kl:.4f} "
-            f"state kl {diagnostics['max_state_kl']:.3f}/{args.max_state_kl:g} "
-            f"entropy {entropy:.2f} bonus {ent_coef:.3f}"
-            + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
-        )
         if rank == 0:  # every value is the same on all ranks but explained variance and SPS, rank 0's
             for key, value in scalars.items():
                 writer.add_scalar(key, value, global_step)
-            print(progress)
+            print(progress_line(iteration, global_step, scalars, recent_returns, recent_successes, args))
         if args.checkpoint_every and iteration % args.checkpoint_every == 0:
             # Every rank's random-number states, so each goes on with its own stream.
             every_rank_rng = gather_on_rank0(rng_states(device))

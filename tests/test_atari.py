@@ -44,10 +44,8 @@ def test_life_loss_terminates_but_game_score_spans_all_lives(backend):
     envs = ppo_atari.make_envs(ppo_atari.Args(backend=backend, num_envs=1), run_name="test")
     is_ale = isinstance(envs, ppo_atari.ale_py.vector_env.AtariVectorEnv)
     assert is_ale == (backend == "ale")
-    scores = ppo_atari.GameScores(1) if is_ale else None
     obs, infos = envs.reset(seed=3)
-    if scores is not None:
-        scores.lives = infos["lives"]
+    scores = ppo_atari.GameScores(infos["lives"]) if is_ale else None
     assert obs.shape == (1, 4, 84, 84) and obs.dtype == np.uint8
     rng = np.random.default_rng(0)
     reward_sum, terminations, games = 0.0, 0, []
