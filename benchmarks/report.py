@@ -3,7 +3,8 @@
 benchmarks/pages.json says which rows each page shows; every number comes from the compact summaries
 under benchmarks/results/runs/{env_id}/{label}/seed{n}.json (benchmarks/summary.py). A page's generated
 part sits between the lines BEGIN and END below; the text around them is left as it is. Each docs page
-also gets one plot, docs/{script}.png: a panel per env, at most four rows each.
+also gets one plot, docs/{script}.png: a panel per table, at most four rows each. A table is one env's rows
+under its "title", or the env id without one.
 
     python benchmarks/report.py           # rewrite every page's results and its plot
     python benchmarks/report.py --check   # exit 1 if a committed page differs from what the summaries give
@@ -162,12 +163,12 @@ def machine_line(summaries):
 
 
 def env_table(runs, table):
-    """The markdown of one env's table, and its rows' summaries for the plot."""
+    """The markdown of one env's table (headed by its title, else the env id), and its rows' summaries for the plot."""
     env_id, threshold = table["env"], table.get("threshold")
     rows = [(name, label, load_runs(runs, env_id, label)) for label, name in table["rows"]]
     reach = [f"seeds >= {threshold:g}"] if threshold is not None else []
     header = ["row", "flags", "steps", "seeds", "final eval, mean +- std", "training return, last 10%", *reach]
-    lines = [f"### {env_id}", "", "| " + " | ".join([*header, f"against {rows[0][0]}"]) + " |"]
+    lines = [f"### {table.get('title', env_id)}", "", "| " + " | ".join([*header, f"against {rows[0][0]}"]) + " |"]
     lines.append("|-" * (len(header) + 1) + "|")
     base = None
     for name, _, seed_runs in rows:
@@ -215,7 +216,7 @@ def plot(tables, path):
     figure, axes = plt.subplots(rows_of_panels, columns, figsize=(4.5 * columns, 3.4 * rows_of_panels), squeeze=False)
     for axis in axes.flat[len(tables) :]:
         axis.set_visible(False)
-    for axis, (env_id, rows) in zip(axes.flat, tables):
+    for axis, (title, rows) in zip(axes.flat, tables):
         for name, _, seed_runs in rows[:4]:
             end = min(s["global_steps"] for s in seed_runs.values())
             grid = np.linspace(0, end, 100)
@@ -225,7 +226,7 @@ def plot(tables, path):
             mean, std = np.mean(curves, 0), np.std(curves, 0)
             (line,) = axis.plot(grid, mean, label=name)
             axis.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
-        axis.set_title(env_id, fontsize="medium")
+        axis.set_title(title, fontsize="medium")
         axis.set_xlabel("steps")
         axis.set_ylabel("training episodic return")
         axis.legend(fontsize="x-small")
@@ -253,12 +254,12 @@ def headline(runs, rows):
 
 
 def render(page, spec, runs, repo):
-    """(new text of the page, [(env_id, rows)] for its plot)."""
+    """(new text of the page, [(table title, rows)] for its plot)."""
     generated, plotted = [], []
     for table in spec.get("tables", []):
         lines, rows = env_table(runs, table)
         generated += lines
-        plotted.append((table["env"], rows))
+        plotted.append((table.get("title", table["env"]), rows))
     if plotted:
         generated += [f"![learning curves]({Path(page).stem}.png)", ""]
     if spec.get("ablations"):

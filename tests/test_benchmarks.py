@@ -191,10 +191,14 @@ def test_report_compares_rows_with_the_first_and_ablations_with_their_base_on_sh
     for seed, value in zip((2, 3, 4), (250.0, 350.0, 9000.0)):
         summary_module.write_summary(fake_summary("tuned", seed, [value], "--gamma 0.9 --no-norm-obs"), runs)
     table = {"env": "Env-v0", "threshold": 260, "rows": [["base", "defaults"], ["tuned", "tuned"]]}
+    titled = {"env": "Env-v0", "title": "Env-v0, tuned alone", "rows": [["tuned", "tuned"]]}
     ablation = {"env": "Env-v0", "base": "base", "label": "tuned", "name": "lower gamma"}
-    page, pages = write_page(tmp_path, {"tables": [table], "ablations": [ablation]})
+    page, pages = write_page(tmp_path, {"tables": [table, titled], "ablations": [ablation]})
     assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
     lines = page.read_text().splitlines()
+    # A second table of the same env goes under its title, with its own first row as the base.
+    assert "### Env-v0" in lines and "### Env-v0, tuned alone" in lines
+    assert sum(line.startswith("| tuned |") and line.endswith("| base |") for line in lines) == 1
     tuned = next(line for line in lines if line.startswith("| tuned |"))
     p_value = report_module.permutation_p_value(np.array([250.0, 350.0, 9000.0]), np.array([100.0, 200.0, 300.0]))
     mean, std = np.mean([250.0, 350.0, 9000.0]), np.std([250.0, 350.0, 9000.0])
