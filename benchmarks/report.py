@@ -163,12 +163,13 @@ def machine_line(summaries):
 
 
 def env_table(runs, table):
-    """The markdown of one env's table (headed by its title, else the env id), and its rows' summaries for the plot."""
-    env_id, threshold = table["env"], table.get("threshold")
+    """The markdown of one env's table, headed by its title (else the env id), and (that title, its rows'
+    summaries) for the plot."""
+    env_id, threshold, title = table["env"], table.get("threshold"), table.get("title", table["env"])
     rows = [(name, label, load_runs(runs, env_id, label)) for label, name in table["rows"]]
     reach = [f"seeds >= {threshold:g}"] if threshold is not None else []
     header = ["row", "flags", "steps", "seeds", "final eval, mean +- std", "training return, last 10%", *reach]
-    lines = [f"### {table.get('title', env_id)}", "", "| " + " | ".join([*header, f"against {rows[0][0]}"]) + " |"]
+    lines = [f"### {title}", "", "| " + " | ".join([*header, f"against {rows[0][0]}"]) + " |"]
     lines.append("|-" * (len(header) + 1) + "|")
     base = None
     for name, _, seed_runs in rows:
@@ -188,7 +189,7 @@ def env_table(runs, table):
         lines.append("| " + " | ".join([*cells, against]) + " |")
     lines += ["", machine_line([s for _, _, seed_runs in rows for s in seed_runs.values()]), ""]
     lines += [f"- {name}: `{run_command(seed_runs, label)}`" for name, label, seed_runs in rows]
-    return lines + [""], rows
+    return lines + [""], (title, rows)
 
 
 def ablation_table(runs, ablations):
@@ -257,9 +258,9 @@ def render(page, spec, runs, repo):
     """(new text of the page, [(table title, rows)] for its plot)."""
     generated, plotted = [], []
     for table in spec.get("tables", []):
-        lines, rows = env_table(runs, table)
+        lines, panel = env_table(runs, table)
         generated += lines
-        plotted.append((table.get("title", table["env"]), rows))
+        plotted.append(panel)
     if plotted:
         generated += [f"![learning curves]({Path(page).stem}.png)", ""]
     if spec.get("ablations"):
