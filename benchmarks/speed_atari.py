@@ -6,10 +6,9 @@ in float32 and with --bf16. The runs alternate, round after round, and the table
 ratios, and the raw env throughput of each back end with random actions (what the env side alone
 allows). sb3-contrib TRPO at its default sub_sampling_factor of 1 needs about 9 GB of memory.
 With --recipes it times our own recipes instead, on the ale back end, 24,576 agent steps each:
-trpo_atari.py at its defaults (8 envs x 128 steps per update; with --bf16 also with the policy in
-bfloat16), with 8 x 1024 steps per update (the controller's rate scaled to match, the entropy target
-at 90%, both CNNs in bfloat16), with OpenAI baselines' Atari trust region on 8 x 1024 steps (max_kl
-0.001) and a weak decaying entropy bonus, and ppo_atari.py at its defaults.
+trpo_atari.py at its defaults (8 envs x 128 steps per update), with 8 x 1024 steps per update (the
+entropy target at 90%), with OpenAI baselines' Atari trust region on 8 x 1024 steps (max_kl 0.001)
+and a weak constant entropy bonus, and ppo_atari.py at its defaults.
 
     pip install -r benchmarks/requirements.txt
     python benchmarks/speed_atari.py --rounds 3
