@@ -4,7 +4,8 @@ benchmarks/pages.json says which rows each page shows; every number comes from t
 under benchmarks/results/runs/{env_id}/{label}/seed{n}.json (benchmarks/summary.py). A page's generated
 part sits between the lines BEGIN and END below; the text around them is left as it is. Each docs page
 also gets one plot, docs/{script}.png: a panel per table, at most four rows each. A table is one env's rows
-under its "title", or the env id without one.
+under its "title", or the env id without one. A page whose "ablation_plots" lists envs gets a second plot,
+docs/{script}_ablations.png: a panel per env with the base and every setting tried there.
 
     python benchmarks/report.py           # rewrite every page's results and its plot
     python benchmarks/report.py --check   # exit 1 if a committed page differs from what the summaries give
@@ -12,7 +13,8 @@ under its "title", or the env id without one.
 Metrics: a seed's final evaluation is the mean of its final deterministic evaluation's episodes; a row
 shows the mean +- std of those over its seeds, the training return over the last 10% of its steps (mean
 of the binned episodic returns there, then over seeds), how many seeds reach the table's threshold, and
-the difference of its mean from the first row's with a two-sided permutation test's p.
+the difference of its mean from the first row's with a two-sided permutation test's p. An ablation row
+shows its differences from its base in both metrics, on the seeds they share.
 """
 
 import argparse
@@ -194,39 +196,59 @@ def env_table(runs, table):
 
 def ablation_table(runs, ablations):
     """One row per setting tried: its flags as run (a row and its base may have run different versions of the
-    script), and its difference from the base on shared seeds."""
+    script), and its difference from the base on shared seeds, in final eval and in training return."""
     lines = [
-        "| setting | flags as run | env | seeds | final eval | difference | p |",
-        "|-|-|-|-|-|-|-|",
+        "| setting | flags as run | env | seeds | final eval | difference | p | training return, last 10% | difference |",
+        "|-|-|-|-|-|-|-|-|-|",
     ]
     for item in ablations:
         base, runs_of = load_runs(runs, item["env"], item["base"]), load_runs(runs, item["env"], item["label"])
         shared = [seed for seed in runs_of if seed in base]
         evals, base_evals, flags = final_evals(runs_of, shared), final_evals(base, shared), shown_flags(runs_of)
+        trained, base_trained = (np.mean([training_return(r[seed]) for seed in shared]) for r in (runs_of, base))
         p_value = f"{permutation_p_value(evals, base_evals):.3f}" if len(shared) >= 2 else "-"
         cells = [item["name"], f"`{flags}`" if flags else "(none)", item["env"], seed_range(shared)]
         cells += [f"{evals.mean():.1f}", f"{evals.mean() - base_evals.mean():+.1f}", p_value]
+        cells += [f"{trained:.1f}", f"{trained - base_trained:+.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 
 
-def plot(tables, path):
-    """One PNG: a panel per env, its first four rows' mean training return (band: +- one std over seeds)."""
+def ablation_panels(runs, ablations, env_ids):
+    """(title, rows) of a plot panel per env of env_ids: the bases of its ablations, then every setting tried."""
+    panels = []
+    for env_id in env_ids:
+        items = [item for item in ablations if item["env"] == env_id]
+        rows = [("base", label, load_runs(runs, env_id, label)) for label in dict.fromkeys(i["base"] for i in items)]
+        rows += [(item["name"], item["label"], load_runs(runs, env_id, item["label"])) for item in items]
+        panels.append((f"{env_id}, every setting tried", rows))
+    return panels
+
+
+def plot(tables, path, every_row=False):
+    """One PNG: a panel per env, the mean training return of its first four rows (band: +- one std over
+    seeds) or, with every_row, of all its rows on a larger panel, smoothed, without bands (dashed after ten)."""
     columns = min(3, len(tables))
     rows_of_panels = -(-len(tables) // columns)
-    figure, axes = plt.subplots(rows_of_panels, columns, figsize=(4.5 * columns, 3.4 * rows_of_panels), squeeze=False)
+    scale = 2 if every_row else 1
+    figure, axes = plt.subplots(
+        rows_of_panels, columns, figsize=(4.5 * scale * columns, 3.4 * scale * rows_of_panels), squeeze=False
+    )
     for axis in axes.flat[len(tables) :]:
         axis.set_visible(False)
     for axis, (title, rows) in zip(axes.flat, tables):
-        for name, _, seed_runs in rows[:4]:
+        for i, (name, _, seed_runs) in enumerate(rows if every_row else rows[:4]):
             end = min(s["global_steps"] for s in seed_runs.values())
             grid = np.linspace(0, end, 100)
             curves = []
             for s in seed_runs.values():
                 curves.append(np.interp(grid, *np.array(return_curve(s)).T))
             mean, std = np.mean(curves, 0), np.std(curves, 0)
-            (line,) = axis.plot(grid, mean, label=name)
-            axis.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+            if every_row:  # means over 20 windows of the steps: many rows' noise would hide their trends
+                grid, mean = grid.reshape(20, 5).mean(1), mean.reshape(20, 5).mean(1)
+            (line,) = axis.plot(grid, mean, label=name, linestyle="-" if i < 10 else "--")
+            if not every_row:
+                axis.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2)
         axis.set_title(title, fontsize="medium")
         axis.set_xlabel("steps")
         axis.set_ylabel("training episodic return")
@@ -255,8 +277,8 @@ def headline(runs, rows):
 
 
 def render(page, spec, runs, repo):
-    """(new text of the page, [(table title, rows)] for its plot)."""
-    generated, plotted = [], []
+    """(new text of the page, [(table title, rows)] for its plot, [(title, rows)] for its ablations' plot)."""
+    generated, plotted, ablations_plotted = [], [], []
     for table in spec.get("tables", []):
         lines, panel = env_table(runs, table)
         generated += lines
@@ -265,6 +287,9 @@ def render(page, spec, runs, repo):
         generated += [f"![learning curves]({Path(page).stem}.png)", ""]
     if spec.get("ablations"):
         generated += ["### Ablations", "", *ablation_table(runs, spec["ablations"])]
+    if spec.get("ablation_plots"):
+        ablations_plotted = ablation_panels(runs, spec["ablations"], spec["ablation_plots"])
+        generated += [f"![every setting tried]({Path(page).stem}_ablations.png)", ""]
     if spec.get("headline"):
         generated += headline(runs, spec["headline"])
     text = (repo / page).read_text()
@@ -272,7 +297,7 @@ def render(page, spec, runs, repo):
         raise SystemExit(f"report.py: error: {page} has no results markers")
     before, rest = text.split(BEGIN, 1)
     after = rest.split(END, 1)[1]
-    return before + BEGIN + "\n\n" + "\n".join(generated) + END + after, plotted
+    return before + BEGIN + "\n\n" + "\n".join(generated) + END + after, plotted, ablations_plotted
 
 
 def main(argv=None):
@@ -284,7 +309,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     stale = []
     for page, spec in json.loads(args.pages.read_text()).items():
-        text, plotted = render(page, spec, args.runs, args.repo)
+        text, plotted, ablations_plotted = render(page, spec, args.runs, args.repo)
         if args.check:
             if text != (args.repo / page).read_text():
                 stale.append(page)
@@ -292,6 +317,8 @@ def main(argv=None):
         (args.repo / page).write_text(text)
         if plotted:
             plot(plotted, (args.repo / page).with_suffix(".png"))
+        if ablations_plotted:
+            plot(ablations_plotted, args.repo / page.replace(".md", "_ablations.png"), every_row=True)
     if stale:
         print(f"report.py: stale, rebuild with python benchmarks/report.py: {', '.join(stale)}", file=sys.stderr)
         return 1

@@ -135,8 +135,8 @@ def write_page(folder, spec, before="# A page\n\nText above.\n\n", after="\nText
     return page, pages
 
 
-def fake_summary(label, seed, final_eval, command_flags="", steps=1000):
-    curve = [[step, float(step)] for step in range(0, steps + 1, 100)]
+def fake_summary(label, seed, final_eval, command_flags="", steps=1000, slope=1.0):
+    curve = [[step, slope * step] for step in range(0, steps + 1, 100)]
     return {
         "script": "trpo_continuous.py",
         "label": label,
@@ -189,11 +189,12 @@ def test_report_compares_rows_with_the_first_and_ablations_with_their_base_on_sh
     for seed, value in zip((1, 2, 3), (100.0, 200.0, 300.0)):
         summary_module.write_summary(fake_summary("base", seed, [value, value]), runs)
     for seed, value in zip((2, 3, 4), (250.0, 350.0, 9000.0)):
-        summary_module.write_summary(fake_summary("tuned", seed, [value], "--gamma 0.9 --no-norm-obs"), runs)
+        summary_module.write_summary(fake_summary("tuned", seed, [value], "--gamma 0.9 --no-norm-obs", slope=2.0), runs)
     table = {"env": "Env-v0", "threshold": 260, "rows": [["base", "defaults"], ["tuned", "tuned"]]}
     titled = {"env": "Env-v0", "title": "Env-v0, tuned alone", "rows": [["tuned", "tuned"]]}
     ablation = {"env": "Env-v0", "base": "base", "label": "tuned", "name": "lower gamma"}
-    page, pages = write_page(tmp_path, {"tables": [table, titled], "ablations": [ablation]})
+    spec = {"tables": [table, titled], "ablations": [ablation], "ablation_plots": ["Env-v0"]}
+    page, pages = write_page(tmp_path, spec)
     assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
     lines = page.read_text().splitlines()
     # A second table of the same env goes under its title, with its own first row as the base.
@@ -202,12 +203,16 @@ def test_report_compares_rows_with_the_first_and_ablations_with_their_base_on_sh
     tuned = next(line for line in lines if line.startswith("| tuned |"))
     p_value = report_module.permutation_p_value(np.array([250.0, 350.0, 9000.0]), np.array([100.0, 200.0, 300.0]))
     mean, std = np.mean([250.0, 350.0, 9000.0]), np.std([250.0, 350.0, 9000.0])
-    # Training return over the last 10% of 1000 steps: the curve's points at 900 and 1000.
-    assert f"| 2-4 | {mean:.1f} +- {std:.1f} | 950.0 | 2 of 3 | {mean - 200:+.1f}, p = {p_value:.3f} |" in tuned
+    # Training return over the last 10% of 1000 steps: the mean of the curve's points at 900 and 1000.
+    assert f"| 2-4 | {mean:.1f} +- {std:.1f} | 1900.0 | 2 of 3 | {mean - 200:+.1f}, p = {p_value:.3f} |" in tuned
     assert "CPU: CPU X; GPU: none; versions: torch 2.13.0, numpy 2.4.6." in lines
     # The ablation row: its flags as run, and the difference on seeds 2 and 3 alone.
     shared_p = report_module.permutation_p_value(np.array([250.0, 350.0]), np.array([200.0, 300.0]))
-    assert f"| lower gamma | `--gamma 0.9 --no-norm-obs` | Env-v0 | 2-3 | 300.0 | +50.0 | {shared_p:.3f} |" in lines
+    ablation_row = f"| lower gamma | `--gamma 0.9 --no-norm-obs` | Env-v0 | 2-3 | 300.0 | +50.0 | {shared_p:.3f} |"
+    assert f"{ablation_row} 1900.0 | +950.0 |" in lines
+    # Every setting tried on the envs the page lists, in one plot linked under the ablations.
+    assert "![every setting tried](page_ablations.png)" in lines
+    assert (page.parent / "page_ablations.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_report_refuses_a_page_without_markers_or_a_row_without_summaries(tmp_path):
