@@ -219,7 +219,8 @@ def ablation_panels(runs, ablations, env_ids):
     panels = []
     for env_id in env_ids:
         items = [item for item in ablations if item["env"] == env_id]
-        rows = [("base", label, load_runs(runs, env_id, label)) for label in dict.fromkeys(i["base"] for i in items)]
+        bases = dict.fromkeys(item["base"] for item in items)
+        rows = [(f"base: {label}", label, load_runs(runs, env_id, label)) for label in bases]
         rows += [(item["name"], item["label"], load_runs(runs, env_id, item["label"])) for item in items]
         panels.append((f"{env_id}, every setting tried", rows))
     return panels
@@ -318,7 +319,7 @@ def main(argv=None):
         if plotted:
             plot(plotted, (args.repo / page).with_suffix(".png"))
         if ablations_plotted:
-            plot(ablations_plotted, args.repo / page.replace(".md", "_ablations.png"), every_row=True)
+            plot(ablations_plotted, (args.repo / page).with_name(f"{Path(page).stem}_ablations.png"), every_row=True)
     if stale:
         print(f"report.py: stale, rebuild with python benchmarks/report.py: {', '.join(stale)}", file=sys.stderr)
         return 1
