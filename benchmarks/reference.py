@@ -27,7 +27,7 @@ gym.register_envs(ale_py)
 
 # The zoo tunes TRPO on the first three; its MuJoCo defaults serve the others (Swimmer's gamma 0.9999 by --gamma).
 MUJOCO = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")
-MUJOCO += ("Swimmer-v5", "InvertedDoublePendulum-v5", "Reacher-v5", "Pusher-v5", "HumanoidStandup-v5")
+MUJOCO += ("Swimmer-v5", "InvertedDoublePendulum-v5", "Reacher-v5", "Pusher-v5", "HumanoidStandup-v5", "Humanoid-v5")
 BIG_MLP = {"log_std_init": -2, "ortho_init": False, "activation_fn": torch.nn.ReLU}
 BIG_MLP["net_arch"] = {"pi": [256, 256], "vf": [256, 256]}
 
