@@ -71,10 +71,10 @@ def return_curve(summary):
     return [(step, value) for step, value in summary["curves"]["charts/episodic_return"] if value is not None]
 
 
-def training_return(summary, share=0.1):
-    """Mean of the binned training returns over the last `share` of the run's steps."""
-    curve = return_curve(summary)
-    late = [value for step, value in curve if step >= (1 - share) * summary["global_steps"]]
+def training_return(summary, share=0.1, steps=None):
+    """Mean of the binned training returns over the last `share` of the first `steps` (default: all) of the run."""
+    curve, steps = return_curve(summary), steps or summary["global_steps"]
+    late = [value for step, value in curve if (1 - share) * steps <= step <= steps]
     return float(np.mean(late or [curve[-1][1]]))
 
 
@@ -204,11 +204,20 @@ def ablation_table(runs, ablations):
     for item in ablations:
         base, runs_of = load_runs(runs, item["env"], item["base"]), load_runs(runs, item["env"], item["label"])
         shared = [seed for seed in runs_of if seed in base]
-        evals, base_evals, flags = final_evals(runs_of, shared), final_evals(base, shared), shown_flags(runs_of)
-        trained, base_trained = (np.mean([training_return(r[seed]) for seed in shared]) for r in (runs_of, base))
-        p_value = f"{permutation_p_value(evals, base_evals):.3f}" if len(shared) >= 2 else "-"
+        flags = shown_flags(runs_of)
         cells = [item["name"], f"`{flags}`" if flags else "(none)", item["env"], seed_range(shared)]
-        cells += [f"{evals.mean():.1f}", f"{evals.mean() - base_evals.mean():+.1f}", p_value]
+        # A run stopped before its final evaluation is compared in training return over the steps it ran.
+        stopped = not all(runs_of[seed]["final_eval"] for seed in shared)
+        steps = min(runs_of[seed]["global_steps"] for seed in shared) if stopped else None
+        if stopped:
+            cells += ["-", "-", "-"]
+        else:
+            evals, base_evals = final_evals(runs_of, shared), final_evals(base, shared)
+            p_value = f"{permutation_p_value(evals, base_evals):.3f}" if len(shared) >= 2 else "-"
+            cells += [f"{evals.mean():.1f}", f"{evals.mean() - base_evals.mean():+.1f}", p_value]
+        trained, base_trained = (
+            np.mean([training_return(r[seed], steps=steps) for seed in shared]) for r in (runs_of, base)
+        )
         cells += [f"{trained:.1f}", f"{trained - base_trained:+.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]

@@ -215,6 +215,17 @@ def test_report_compares_rows_with_the_first_and_ablations_with_their_base_on_sh
     assert (page.parent / "page_ablations.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_an_ablation_stopped_before_its_final_evaluation_is_compared_over_the_steps_it_ran(tmp_path):
+    runs = tmp_path / "runs"
+    summary_module.write_summary(fake_summary("base", 1, [100.0]), runs)
+    summary_module.write_summary(fake_summary("stopped", 1, [], steps=500, slope=2.0), runs)
+    ablation = {"env": "Env-v0", "base": "base", "label": "stopped", "name": "stopped early"}
+    page, pages = write_page(tmp_path, {"tables": [], "ablations": [ablation]})
+    assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
+    # No final evaluation to compare; training returns over the last 10% of 500 steps: 2 * 500 against 500.
+    assert "| stopped early | (none) | Env-v0 | 1 | - | - | - | 1000.0 | +500.0 |" in page.read_text().splitlines()
+
+
 def test_report_refuses_a_page_without_markers_or_a_row_without_summaries(tmp_path):
     page, pages = write_page(tmp_path, {"tables": [{"env": "Env-v0", "rows": [["missing", "missing"]]}]})
     with pytest.raises(SystemExit, match="no summaries at"):
