@@ -14,7 +14,8 @@ Metrics: a seed's final evaluation is the mean of its final deterministic evalua
 shows the mean +- std of those over its seeds, the training return over the last 10% of its steps (mean
 of the binned episodic returns there, then over seeds), how many seeds reach the table's threshold, and
 the difference of its mean from the first row's with a two-sided permutation test's p. An ablation row
-shows its differences from its base in both metrics, on the seeds they share.
+shows its differences from its base in both metrics, on the seeds they share; one whose runs ended before
+their final evaluation, in training return alone, both over the steps those runs reached.
 """
 
 import argparse
