@@ -207,10 +207,9 @@ def ablation_table(runs, ablations):
         shared = [seed for seed in runs_of if seed in base]
         flags = shown_flags(runs_of)
         cells = [item["name"], f"`{flags}`" if flags else "(none)", item["env"], seed_range(shared)]
-        # A run stopped before its final evaluation is compared in training return over the steps it ran.
-        stopped = not all(runs_of[seed]["final_eval"] for seed in shared)
-        steps = min(runs_of[seed]["global_steps"] for seed in shared) if stopped else None
-        if stopped:
+        steps = None  # training returns over all steps, unless a run ended before its final evaluation
+        if not all(runs_of[seed]["final_eval"] for seed in shared):
+            steps = min(runs_of[seed]["global_steps"] for seed in shared)
             cells += ["-", "-", "-"]
         else:
             evals, base_evals = final_evals(runs_of, shared), final_evals(base, shared)
