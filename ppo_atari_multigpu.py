@@ -435,22 +435,6 @@ def seed_everything(seed):
     torch.manual_seed(seed)
 
 
-def rng_states(device):
-    """This process's random-number states: python's, numpy's, torch's on the CPU and on its own GPU.
-    Only its own GPU's, so that a checkpoint resumes on a machine with another number of GPUs."""
-    cuda_state = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-    return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda_state
-
-
-def restore_rng_states(states, device):
-    python_state, numpy_state, torch_state, cuda_state = states
-    random.setstate(python_state)
-    np.random.set_state(numpy_state)
-    torch.set_rng_state(torch_state)
-    if cuda_state is not None and device.type == "cuda":
-        torch.cuda.set_rng_state(cuda_state, device)
-
-
 def to_device(array, device, pinned, name):
     """A numpy array of the rollout as a tensor on device. On a GPU it goes through a page-locked host
     buffer cached in pinned under name, copied without blocking, so the copy overlaps the work queued
@@ -520,7 +504,7 @@ def log_evaluation(writer, scores, global_step):
 def load_model(path, num_actions, bf16):
     """The agent saved in a .model or checkpoint.pt file; raises ValueError saying why it cannot be used here."""
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
@@ -589,7 +573,7 @@ def check_inputs(args):
 def load_training_state(path, args):
     """The training state saved at path; raises ValueError saying why this run cannot resume from it."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read checkpoint {path!r} ({type(e).__name__})") from e
     if not isinstance(state, dict) or not {"iteration", "agent", "optimizer"} <= state.keys():
@@ -656,7 +640,6 @@ def main(args):
         agent.load_state_dict(resumed["agent"])
         optimizer.load_state_dict(resumed["optimizer"])
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
-        restore_rng_states(resumed["rng"][rank], device)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -732,9 +715,6 @@ def main(args):
             for key, value in scalars.items():
                 writer.add_scalar(key, value, global_step)
             print(progress)
-        if args.checkpoint_every and iteration % args.checkpoint_every == 0:
-            # Every rank's random-number states, so each goes on with its own stream.
-            every_rank_rng = gather_on_rank0(rng_states(device))
         if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
             training_state = {
                 **model_state(agent, args),
@@ -743,7 +723,6 @@ def main(args):
                 "wandb_id": wandb_id,
                 "iteration": iteration,
                 "global_step": global_step,
-                "rng": every_rank_rng,
             }
             save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
         if args.eval_every and iteration % args.eval_every == 0 and rank == 0:

@@ -725,22 +725,6 @@ def seed_everything(seed):
     torch.manual_seed(seed)
 
 
-def rng_states(device):
-    """This process's random-number states: python's, numpy's, torch's on the CPU and on its own GPU.
-    Only its own GPU's, so that a checkpoint resumes on a machine with another number of GPUs."""
-    cuda_state = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-    return random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda_state
-
-
-def restore_rng_states(states, device):
-    python_state, numpy_state, torch_state, cuda_state = states
-    random.setstate(python_state)
-    np.random.set_state(numpy_state)
-    torch.set_rng_state(torch_state)
-    if cuda_state is not None and device.type == "cuda":
-        torch.cuda.set_rng_state(cuda_state, device)
-
-
 def to_device(array, device, pinned, name):
     """A numpy array of the rollout as a tensor on device. On a GPU it goes through a page-locked host
     buffer cached in pinned under name, copied without blocking, so the copy overlaps the work queued
@@ -809,7 +793,7 @@ def log_evaluation(writer, scores, global_step):
 def load_model(path, num_actions):
     """The actor saved in a .model or checkpoint.pt file; raises ValueError saying why it cannot be used here."""
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
@@ -882,7 +866,7 @@ def check_inputs(args):
 def load_training_state(path, args):
     """The training state saved at path; raises ValueError saying why this run cannot resume from it."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read checkpoint {path!r} ({type(e).__name__})") from e
     if not isinstance(state, dict) or not {"iteration", "actor", "critic_optimizer", "trust_region"} <= state.keys():
@@ -955,7 +939,6 @@ def main(args):
         restore_training_state(resumed, actor, critic, critic_optimizer, return_rms)
         max_kl, damping, ent_coef, line_search_streak = resumed["trust_region"]
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
-        restore_rng_states(resumed["rng"][rank], device)
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -1037,13 +1020,10 @@ def main(args):
             for key, value in scalars.items():
                 writer.add_scalar(key, value, global_step)
             print(progress_line(iteration, global_step, scalars, recent_returns, recent_successes, args))
-        if args.checkpoint_every and iteration % args.checkpoint_every == 0:
-            # Every rank's random-number states, so each goes on with its own stream.
-            every_rank_rng = gather_on_rank0(rng_states(device))
         if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
             trust_region = (max_kl, damping, ent_coef, line_search_streak)
             training_state = {"critic_optimizer": critic_optimizer.state_dict(), "trust_region": trust_region}
-            training_state |= {"run_name": run_name, "wandb_id": wandb_id, "rng": every_rank_rng}
+            training_state |= {"run_name": run_name, "wandb_id": wandb_id}
             training_state |= {"iteration": iteration, "global_step": global_step}
             save_atomically(
                 model_state(actor, critic, return_rms, args) | training_state, f"runs/{run_name}/checkpoint.pt"
