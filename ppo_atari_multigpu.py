@@ -10,29 +10,25 @@ CUDA (a GPU per local rank), gloo on the CPU; started without torchrun, a single
 
 Proximal Policy Optimization (Schulman et al., 2017) with GAE, on the standard Atari settings
 (8 envs x 128 steps, 4 epochs of 4 minibatches, clip 0.1, learning rate 2.5e-4 annealed).
-Two environment back ends give the learner uint8 observations (num_envs, 4, 84, 84):
-  ale        ale-py's C++ vector env (fast: frame skip, pooling and stacking happen in C++);
-  gymnasium  the standard wrapper stack, written below, in a gymnasium vector env.
-They differ after a lost life: the gymnasium stack takes a no-op step and starts a new frame stack,
-the ale one goes on with neither. Evaluation always plays on the gymnasium stack.
+Training runs in ale-py's C++ vector env (frame skip, pooling and stacking happen in C++), which
+gives the learner uint8 observations (num_envs, 4, 84, 84); evaluation plays on gymnasium's
+wrappers for the same preprocessing (make_env).
 A life loss ends the bootstrapped return (terminated) but not the game; charts/episodic_return
 is the unclipped score of a whole game.
 The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
 a long run into parts.
 """
 
-import glob
+import datetime
 import math
 import os
 import pickle
 import random
-import re
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Literal
 
 import ale_py
 import gymnasium as gym
@@ -59,8 +55,6 @@ class Args:
     """the name of this experiment"""
     seed: int = 1
     """seed of python, numpy, torch, every env and action space"""
-    torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -70,7 +64,7 @@ class Args:
     wandb_entity: str | None = None
     """the wandb entity (team)"""
     capture_video: bool = False
-    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end) and of the final evaluation into videos/{run_name}/eval"""
+    """if toggled, record the final evaluation's games into videos/{run_name}/eval"""
     save_model: bool = False
     """if toggled, save the network to runs/{run_name}/{exp_name}.model"""
     checkpoint_every: int = 0
@@ -80,10 +74,8 @@ class Args:
 
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of an Atari env: {Game}NoFrameskip-v4 (no sticky actions) or ALE/{Game}-v5 (sticky actions)"""
-    backend: Literal["ale", "gymnasium"] = "ale"
-    """the environment back end: ale-py's C++ vector env, or gymnasium wrappers in a vector env"""
     total_timesteps: int = 10_000_000
-    """total agent steps over all envs of all processes (each is 4 frames)"""
+    """total agent steps over all envs of all processes, each 4 frames (rounded down to whole iterations)"""
     learning_rate: float = 2.5e-4
     """the Adam learning rate"""
     anneal_lr: bool = True
@@ -109,7 +101,7 @@ class Args:
     max_grad_norm: float = 0.5
     """the largest global gradient norm"""
     bf16: bool = False
-    """if toggled, run the CNN trunk in bfloat16 autocast (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
+    """if toggled, run the shared CNN trunk (policy and value) in bfloat16 autocast (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     eval_episodes: int = 10
     """games per evaluation (greedy actions, 5% random; see evaluate): after training and every eval_every iterations"""
     eval_every: int = 0
@@ -118,50 +110,14 @@ class Args:
     """a .model (--save-model) or checkpoint.pt file: evaluate (and with --capture-video record) it instead of training"""
 
     # Computed at runtime, not flags.
-    world_size: int = field(default=1, init=False)
-    """the number of processes"""
     batch_size: int = field(default=0, init=False)
     """the batch size, num_envs * num_steps"""
     minibatch_size: int = field(default=0, init=False)
     """the minibatch size, batch_size // num_minibatches"""
     num_iterations: int = field(default=0, init=False)
     """the number of policy updates"""
-
-
-def ale_game_and_sticky_actions(env_id):
-    """'BreakoutNoFrameskip-v4' -> ('breakout', 0.0); 'ALE/MsPacman-v5' -> ('ms_pacman', 0.25)."""
-    match = re.fullmatch(r"ALE/(\w+)-v5", env_id) or re.fullmatch(r"(\w+)NoFrameskip-v4", env_id)
-    if match is None:
-        raise ValueError(f"{env_id!r} is neither {{Game}}NoFrameskip-v4 nor ALE/{{Game}}-v5")
-    game = re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
-    if game not in ale_py.roms.get_all_rom_ids():
-        raise ValueError(f"ale-py has no ROM for the game {game!r}")
-    return game, 0.25 if env_id.startswith("ALE/") else 0.0
-
-
-class EpisodicLife(gym.Wrapper):
-    """A life loss ends the episode for the learner; only a game over really resets the game."""
-
-    def __init__(self, env):
-        super().__init__(env)
-        self.lives = 0
-        self.game_over = True
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.game_over = terminated or truncated
-        lives = self.env.unwrapped.ale.lives()
-        terminated = terminated or 0 < lives < self.lives
-        self.lives = lives
-        return obs, reward, terminated, truncated, info
-
-    def reset(self, **kwargs):
-        if self.game_over:
-            obs, info = self.env.reset(**kwargs)
-        else:  # continue the game after a lost life with a no-op
-            obs, _, _, _, info = self.env.step(0)
-        self.lives = self.env.unwrapped.ale.lives()
-        return obs, info
+    world_size: int = field(default=1, init=False)
+    """the number of processes"""
 
 
 class FireReset(gym.Wrapper):
@@ -175,35 +131,43 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
-def make_env(env_id, idx, capture_video, run_name):
-    """The standard Atari stack: no-op reset (30), frame skip 4 with max-pool, life-loss
-    termination, FIRE when a game starts, reward clipping to {-1, 0, 1}, 84x84 grayscale, stack of 4."""
+def make_env(env_id, video_name=None):
+    """The evaluation env, one whole game per episode with its unclipped score, recorded into
+    videos/{video_name} if given: gymnasium's wrappers for what the ale vector env does in training
+    (no-op reset, frame skip 4 with max-pool, 84x84 grayscale, FIRE when a game starts, stack of 4)."""
 
     def thunk():
-        _, sticky = ale_game_and_sticky_actions(env_id)
-        kwargs = {"frameskip": 1, "repeat_action_probability": sticky, "max_num_frames_per_episode": 108_000}
-        if capture_video and idx == 0:
-            env = gym.make(env_id, render_mode="rgb_array", **kwargs)
-            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
-        else:
-            env = gym.make(env_id, **kwargs)
+        env = gym.make(env_id, frameskip=1, render_mode="rgb_array" if video_name else None)
+        if video_name:
+            env = gym.wrappers.RecordVideo(env, f"videos/{video_name}")
         env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
-        # Below the life and reward wrappers, so it records whole games with unclipped scores.
-        env = gym.wrappers.RecordEpisodeStatistics(env)
-        # Below EpisodicLife, so FIRE is pressed when a game starts but not after a lost life: the
-        # ale back end (use_fire_reset) does the same, and the agent learns to serve again itself.
         if "FIRE" in env.unwrapped.get_action_meanings():
             env = FireReset(env)
-        env = EpisodicLife(env)
-        env = gym.wrappers.TransformReward(env, np.sign)
         return gym.wrappers.FrameStackObservation(env, 4)
 
     return thunk
 
 
+def make_envs(args):
+    """The training envs: ale-py's C++ vector env, the game and sticky-action probability of env_id,
+    FIRE when a game starts, uint8 observations (num_envs, 4, 84, 84). A life loss terminates the
+    learner's episode but not the game (life_loss_info); rewards come unclipped, so game scores stay
+    whole; same-step autoreset: the obs returned with a done is the next episode's."""
+    spec_kwargs = gym.spec(args.env_id).kwargs
+    return ale_py.vector_env.AtariVectorEnv(
+        spec_kwargs["game"],
+        args.num_envs,
+        repeat_action_probability=spec_kwargs["repeat_action_probability"],
+        noop_max=30,
+        life_loss_info=True,
+        reward_clipping=False,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
 class GameScores:
-    """Whole-game scores from the ale back end, which reports none: sum the unclipped rewards
-    and close a game when it really ends (lives did not drop on a termination, or truncation)."""
+    """Whole-game scores, which the ale vector env does not report: sum the unclipped rewards and
+    close a game when it really ends (lives did not drop on a termination, or truncation)."""
 
     def __init__(self, lives):
         """lives: the lives of each env's game at the start, from the reset's infos."""
@@ -222,37 +186,6 @@ class GameScores:
         self.returns[ended] = 0
         self.lengths[ended] = 0
         return finished
-
-
-def finished_games(infos, scores, rewards, terminations, truncations):
-    """[(return, length)] of the whole games that ended this step, from either back end."""
-    if scores is not None:
-        return scores.update(rewards, terminations, truncations, infos["lives"])
-    final_info = infos.get("final_info", {})
-    if "_episode" not in final_info:
-        return []
-    ended = np.flatnonzero(final_info["_episode"])
-    return list(zip(final_info["episode"]["r"][ended], final_info["episode"]["l"][ended]))
-
-
-def make_envs(args, run_name, record):
-    """Both back ends, same-step autoreset: the obs returned with a done is the next episode's.
-    With capture_video every rank uses the gymnasium stack; only the one given record=True records."""
-    game, sticky = ale_game_and_sticky_actions(args.env_id)
-    if args.backend == "ale" and not args.capture_video:
-        return ale_py.vector_env.AtariVectorEnv(
-            game,
-            args.num_envs,
-            repeat_action_probability=sticky,
-            noop_max=30,
-            life_loss_info=True,  # terminate on a life loss; episodic_life=True would restart the game
-            reward_clipping=False,  # clipped in the loop, so that game scores stay unclipped
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        )
-    return gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, i, args.capture_video and record, run_name) for i in range(args.num_envs)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
 
 
 def layer_init(layer, std=2**0.5, bias_const=0.0):
@@ -428,6 +361,40 @@ def save_atomically(state, path):
     os.replace(f"{path}.tmp", path)
 
 
+def read_file(path, what):
+    """torch.load of a model or checkpoint; raises ValueError saying why it cannot be read. weights_only:
+    unpickling reads tensors and plain containers only and never runs code from the file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        raise ValueError(f"cannot read {what} {path!r} ({type(e).__name__})") from e
+    if isinstance(state, dict):  # not a bare tensor, say, which indexing by name would only warn about
+        return state
+    raise ValueError(f"{path!r} is not a {what} of this script ({type(state).__name__})")
+
+
+def load_model(path, num_actions, bf16):
+    """The agent saved in a .model or checkpoint.pt file; raises ValueError saying why it cannot be used here."""
+    checkpoint = read_file(path, "model file")
+    try:
+        agent = Agent(num_actions, bf16)
+        agent.load_state_dict(checkpoint["agent"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        raise ValueError(f"{path!r} is not a model of this script for this game ({type(e).__name__})") from e
+    return agent
+
+
+def load_training_state(path, args):
+    """The training state saved at path; raises ValueError saying why this run cannot resume from it."""
+    state = read_file(path, "checkpoint")
+    if not {"iteration", "agent", "optimizer"} <= state.keys():
+        raise ValueError(f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every")
+    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
+    if changed:
+        raise ValueError(f"{path!r} was saved with other {', '.join(changed)}")
+    return state
+
+
 def seed_everything(seed):
     """Seed python's, numpy's and torch's random number generators."""
     random.seed(seed)
@@ -435,86 +402,40 @@ def seed_everything(seed):
     torch.manual_seed(seed)
 
 
-def to_device(array, device, pinned, name):
-    """A numpy array of the rollout as a tensor on device. On a GPU it goes through a page-locked host
-    buffer cached in pinned under name, copied without blocking, so the copy overlaps the work queued
-    before it; the buffer is only rewritten a step later, after the action's copy back has waited for
-    the GPU. On the CPU the tensor shares the array's memory."""
-    if device.type != "cuda":
-        return torch.from_numpy(array)
-    if name not in pinned or pinned[name].shape != array.shape:
-        pinned[name] = torch.from_numpy(array).clone().pin_memory()
-    else:
-        pinned[name].numpy()[...] = array
-    return pinned[name].to(device, non_blocking=True)
-
-
-def evaluate(agent, args, device, video_name=None, epsilon=0.05):
-    """args.eval_episodes whole games of the agent's policy through the gymnasium stack, recorded into
-    videos/{video_name} if given; returns their scores.
+def evaluate(agent, args, device, label, video_name=None, epsilon=0.05):
+    """args.eval_episodes whole games of the agent's policy on an env of its own (make_env), recorded into
+    videos/{video_name} if given; prints "{label}: mean return ..." and returns their scores.
 
     Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
     a fully greedy policy can stall forever in games like Breakout that wait for FIRE. Its env and
     its epsilon draws are seeded with seed + 10_000 and it draws from no global random generator,
     so evaluating during training leaves the run unchanged."""
-    env = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, 0, video_name is not None, video_name)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
+    env = make_env(args.env_id, video_name)()
     rng = np.random.default_rng(args.seed + 10_000)
+    scores, score = [], 0.0
     obs, _ = env.reset(seed=args.seed + 10_000)
-    scores = []
     while len(scores) < args.eval_episodes:
-        with torch.no_grad():
-            logits, _ = agent(torch.as_tensor(obs, device=device))
-        action = logits.argmax(-1).cpu().numpy()
+        with torch.inference_mode():
+            action = agent(torch.as_tensor(obs, device=device)[None])[0].argmax().item()
         if rng.random() < epsilon:
-            action = rng.integers(env.single_action_space.n, size=1)
-        obs, _, _, _, infos = env.step(action)
-        final_info = infos.get("final_info", {})
-        if "_episode" in final_info and final_info["_episode"][0]:
-            scores.append(float(final_info["episode"]["r"][0]))
+            action = rng.integers(env.action_space.n)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        score += reward
+        if terminated or truncated:
+            scores.append(score)
+            score = 0.0
+            if len(scores) < args.eval_episodes:  # a reset after the last would start a one-frame video
+                obs, _ = env.reset()
     env.close()
+    print(f"{label}: mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games")
     return scores
 
 
-def final_evaluation(agent, args, device, run_name, writer, global_step):
-    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
-    logged game by game and as the last point of the evaluation curve, printed, uploaded with --track."""
-    scores = evaluate(agent, args, device, f"{run_name}/eval" if args.capture_video else None)
-    for i, score in enumerate(scores if writer is not None else []):
+def log_evaluation(writer, scores, global_step, final=False):
+    """An evaluation as a point of the curve eval/episodic_return; the final one also game by game."""
+    writer.add_scalar("eval/episodic_return", np.mean(scores), global_step)
+    for i, score in enumerate(scores if final else []):
         writer.add_scalar("eval/final_episodic_return", score, i)
-    print(f"eval: {log_evaluation(writer, scores, global_step)}")
-    if writer is not None and args.track and args.capture_video:
-        import wandb
-
-        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-            wandb.log({"videos": wandb.Video(video)})
-    return scores
-
-
-def log_evaluation(writer, scores, global_step):
-    """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
-    summary = f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
-    if writer is not None:
-        writer.add_scalar("eval/episodic_return", np.mean(scores), global_step)
-    return summary
-
-
-def load_model(path, num_actions, bf16):
-    """The agent saved in a .model or checkpoint.pt file; raises ValueError saying why it cannot be used here."""
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
-    try:
-        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
-            raise TypeError(type(checkpoint).__name__)
-        agent = Agent(num_actions, bf16)
-        agent.load_state_dict(checkpoint["agent"])
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
-        raise ValueError(f"{path!r} is not a model of this script for this game ({type(e).__name__})") from e
-    return agent
 
 
 def start_logging(args, run_name, resumed):
@@ -529,6 +450,7 @@ def start_logging(args, run_name, resumed):
             sync_tensorboard=True,
             config=vars(args),
             name=run_name,
+            monitor_gym=True,  # uploads what RecordVideo records
             save_code=True,
             id=resumed.get("wandb_id") if resumed else None,
             resume="allow",
@@ -546,12 +468,22 @@ def check_inputs(args):
     Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
     inf, batch_size = math.inf, args.num_envs * args.num_steps
     requirements = [
-        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
+        ("/" not in args.exp_name, "exp_name must not contain '/' (it names files in the run folder)"),
         (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
+        # ale-py seeds env i of rank r with seed + r * num_envs + i, in [0, 2**31).
+        (
+            0 <= args.seed <= 2**31 - args.world_size * args.num_envs,
+            "seed must be in [0, 2**31 - processes * num_envs]",
+        ),
         (args.total_timesteps >= args.world_size * batch_size, "total_timesteps must cover one update of all ranks"),
         (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
-        (1 <= args.num_minibatches <= batch_size, "num_minibatches must be in [1, num_envs * num_steps]"),
+        (
+            args.num_minibatches >= 1
+            and batch_size % args.num_minibatches == 0
+            and batch_size // args.num_minibatches >= 2,
+            "num_minibatches must divide num_envs * num_steps into minibatches of at least 2 (advantages are normalized per minibatch)",
+        ),
         (args.update_epochs >= 1, "update_epochs must be at least 1"),
         (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
         (0 <= args.ent_coef < inf and 0 <= args.vf_coef < inf, "ent_coef and vf_coef must be >= 0 and finite"),
@@ -563,25 +495,16 @@ def check_inputs(args):
         if not ok:
             raise ValueError(message)
     try:
-        env = make_env(args.env_id, 0, False, None)()
-    except (ValueError, gym.error.Error) as e:
+        is_atari = gym.spec(args.env_id).entry_point == "ale_py.env:AtariEnv"
+    except gym.error.Error as e:
         raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
+    if not is_atari:
+        raise ValueError(
+            f"{args.env_id} is not an Atari game of ale-py: for other envs use ppo_continuous.py or trpo_discrete.py"
+        )
+    env = make_env(args.env_id)()
     env.close()
     return env.action_space.n
-
-
-def load_training_state(path, args):
-    """The training state saved at path; raises ValueError saying why this run cannot resume from it."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        raise ValueError(f"cannot read checkpoint {path!r} ({type(e).__name__})") from e
-    if not isinstance(state, dict) or not {"iteration", "agent", "optimizer"} <= state.keys():
-        raise ValueError(f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every")
-    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
-    if changed:
-        raise ValueError(f"{path!r} was saved with other {', '.join(changed)}")
-    return state
 
 
 def init_distributed(use_cuda, script):
@@ -622,24 +545,29 @@ def main(args):
     if rank == 0 and args.cuda and not use_cuda:
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    video_name = f"{run_name}/eval" if args.capture_video else None  # the final evaluation's
     if watched is not None:  # rank 0 plays; the other ranks have nothing to do
-        return final_evaluation(watched.to(device), args, device, run_name, None, 0) if rank == 0 else None
+        return evaluate(watched.to(device), args, device, "eval", video_name) if rank == 0 else None
 
-    envs = make_envs(args, run_name, record=rank == 0)
+    envs = make_envs(args)
     writer, wandb_id = start_logging(args, run_name, resumed) if rank == 0 else (None, None)
 
     seed_everything(args.seed + rank)  # each rank samples its own actions; the networks start as rank 0's
-    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.backends.cudnn.deterministic = True
     agent = Agent(num_actions, args.bf16).to(device)
-    for parameter in agent.parameters():
-        if dist.is_initialized():
-            dist.broadcast(parameter.data, src=0)
+    for parameter in agent.parameters() if dist.is_initialized() else []:
+        dist.broadcast(parameter.data, src=0)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     start_iteration, global_step = 1, 0
     if resumed is not None:  # the envs are not saved: a resumed run starts new games
         agent.load_state_dict(resumed["agent"])
         optimizer.load_state_dict(resumed["optimizer"])
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
+    total_steps = args.num_iterations * args.world_size * args.batch_size
+    if rank == 0:  # whole iterations of all ranks: at most total_timesteps
+        print(
+            f"runs/{run_name}: {args.num_iterations} iterations x {total_steps // args.num_iterations} = {total_steps} of {args.total_timesteps} steps"
+        )
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -655,88 +583,99 @@ def main(args):
     # Rank r's envs get the seeds seed + r * num_envs + i: rank 0's are the single-process script's.
     envs.action_space.seed(args.seed + rank * args.num_envs)
     next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
-    scores = GameScores(infos["lives"]) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
-    pinned = {}  # page-locked host buffers of the rollout's copies to the GPU (to_device)
-    next_obs = to_device(next_obs, device, pinned, "obs")
+    scores = GameScores(infos["lives"])
+    next_obs = torch.as_tensor(next_obs, device=device)
+    checkpoint = f"runs/{run_name}/checkpoint.pt"
 
-    for iteration in range(start_iteration, args.num_iterations + 1):
-        if args.anneal_lr:
-            optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
-        finished = []  # the games that ended in this rollout, logged after it
-        for step in range(args.num_steps):
-            global_step += args.world_size * args.num_envs
-            observations[step] = next_obs
-            with torch.no_grad():
-                logits, values[step] = agent(next_obs)
-                action = sample_action(logits)
-                logprobs[step] = torch.log_softmax(logits, dim=-1).gather(-1, action[:, None]).squeeze(-1)
-            actions[step] = action
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-            for game_return, game_length in finished_games(infos, scores, reward, terminations, truncations):
-                finished.append((float(game_return), int(game_length), global_step))
-            reward = np.sign(reward).astype(np.float32)
-            # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
-            truncated = truncations & ~terminations
-            if truncated.any():
-                final_obs = to_device(np.stack(infos["final_obs"][truncated]), device, pinned, "final_obs")
+    try:
+        for iteration in range(start_iteration, args.num_iterations + 1):
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
+            finished = []  # the games that ended in this rollout, logged after it
+            for step in range(args.num_steps):
+                global_step += args.world_size * args.num_envs
+                observations[step] = next_obs
                 with torch.no_grad():
-                    reward[truncated] += args.gamma * agent(final_obs)[1].cpu().numpy()
-            rewards[step] = to_device(reward, device, pinned, "reward")
-            dones[step] = to_device(terminations | truncations, device, pinned, "done")
-            next_obs = to_device(next_obs, device, pinned, "obs")
+                    logits, values[step] = agent(next_obs)
+                    action = sample_action(logits)
+                    logprobs[step] = torch.log_softmax(logits, dim=-1).gather(-1, action[:, None]).squeeze(-1)
+                actions[step] = action
+                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                for game_return, game_length in scores.update(reward, terminations, truncations, infos["lives"]):
+                    finished.append((float(game_return), int(game_length), global_step))
+                reward = np.sign(reward).astype(np.float32)
+                # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
+                truncated = truncations & ~terminations
+                if truncated.any():
+                    final_obs = torch.as_tensor(np.stack(infos["final_obs"][truncated]), device=device)
+                    with torch.no_grad():
+                        reward[truncated] += args.gamma * agent(final_obs)[1].cpu().numpy()
+                rewards[step] = torch.as_tensor(reward, device=device)
+                dones[step] = torch.as_tensor(terminations | truncations, device=device)
+                next_obs = torch.as_tensor(next_obs, device=device)
 
-        games = [game for rank_games in gather_on_rank0(finished) or [] for game in rank_games]
-        for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
-            recent_returns.append(game_return)
-            writer.add_scalar("charts/episodic_return", game_return, step_of_end)
-            writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+            games = [game for rank_games in gather_on_rank0(finished) or [] for game in rank_games]
+            for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):  # rank 0's
+                recent_returns.append(game_return)
+                writer.add_scalar("charts/episodic_return", game_return, step_of_end)
+                writer.add_scalar("charts/episodic_length", game_length, step_of_end)
 
-        with torch.no_grad():
-            next_value = agent(next_obs)[1]
-        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
-        batch = [x.flatten(0, 1) for x in (observations, actions, logprobs, advantages, returns, values)]
-        losses = ppo_update(agent, optimizer, batch, args)
+            with torch.no_grad():
+                next_value = agent(next_obs)[1]
+            advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+            # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+            batch = [x.flatten(0, 1) for x in (observations, actions, logprobs, advantages, returns, values)]
+            losses = ppo_update(agent, optimizer, batch, args)
 
-        *_, b_returns, b_values = batch
-        returns_var = b_returns.var()
-        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
-        sps = int((global_step - start_step) / (time.time() - start_time))
-        losses["explained_variance"] = explained_var
-        scalars = {"charts/SPS": sps, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
-        scalars |= {f"losses/{key}": value for key, value in losses.items()}
-        recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
-        progress = (
-            f"iter {iteration:5d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} return {recent} "
-            f"kl {losses['approx_kl']:.4f} clipfrac {losses['clipfrac']:.3f}"
-            + (f" [non-finite: {losses['nonfinite_skipped']} steps skipped]" if losses["nonfinite_skipped"] else "")
-        )
-        if rank == 0:  # the losses are means over the ranks; explained variance and SPS are rank 0's
-            for key, value in scalars.items():
-                writer.add_scalar(key, value, global_step)
-            print(progress)
-        if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
-            training_state = {
-                **model_state(agent, args),
-                "optimizer": optimizer.state_dict(),
-                "run_name": run_name,
-                "wandb_id": wandb_id,
-                "iteration": iteration,
-                "global_step": global_step,
-            }
-            save_atomically(training_state, f"runs/{run_name}/checkpoint.pt")
-        if args.eval_every and iteration % args.eval_every == 0 and rank == 0:
-            eval_returns = evaluate(agent, args, device)
-            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step)}")
+            *_, b_returns, b_values = batch
+            returns_var = b_returns.var()
+            losses["explained_variance"] = (
+                (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else math.nan
+            )
+            elapsed = time.time() - start_time
+            sps = max(int((global_step - start_step) / elapsed), 1)
+            scalars = {"charts/SPS": sps, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
+            scalars |= {f"losses/{key}": value for key, value in losses.items()}
+            if rank == 0:  # the losses are means over the ranks; explained variance and SPS are rank 0's
+                for key, value in scalars.items():
+                    writer.add_scalar(key, value, global_step)
+                elapsed, left = (
+                    datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps)
+                )
+                recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
+                print(
+                    f"iter {iteration:5d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} elapsed {elapsed} "
+                    f"left {left} return {recent} kl {losses['approx_kl']:.4f} clipfrac {losses['clipfrac']:.3f}"
+                    + (
+                        f" [non-finite: {losses['nonfinite_skipped']} steps skipped]"
+                        if losses["nonfinite_skipped"]
+                        else ""
+                    )
+                )
+            if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
+                training_state = {"optimizer": optimizer.state_dict(), "run_name": run_name, "wandb_id": wandb_id}
+                training_state |= {"iteration": iteration, "global_step": global_step}
+                save_atomically(model_state(agent, args) | training_state, checkpoint)
+            if args.eval_every and iteration % args.eval_every == 0 and rank == 0:
+                log_evaluation(writer, evaluate(agent, args, device, f"eval at step {global_step}"), global_step)
+    except KeyboardInterrupt:  # torchrun passes Ctrl-C to every rank; rank 0 says where the run stopped
+        if rank == 0:
+            writer.close()
+            resume = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
+            print(f"{script}: stopped at step {global_step} of {total_steps}{resume}", file=sys.stderr)
+        sys.exit(130)
+    if rank != 0:
+        return envs.close()
 
-    if args.save_model and rank == 0:
-        model_path = f"runs/{run_name}/{args.exp_name}.model"
-        torch.save(model_state(agent, args), model_path)
-        print(f"model saved to {model_path}")
-    eval_returns = final_evaluation(agent, args, device, run_name, writer, global_step) if rank == 0 else None
+    written = [f"runs/{run_name}"] + [f"videos/{run_name}"] * args.capture_video
+    if args.save_model:
+        written.append(f"runs/{run_name}/{args.exp_name}.model")
+        torch.save(model_state(agent, args), written[-1])
+    eval_returns = evaluate(agent, args, device, "eval", video_name)
+    log_evaluation(writer, eval_returns, global_step, final=True)
     envs.close()
-    if writer is not None:
-        writer.close()
+    writer.close()
+    print(f"wrote {', '.join(written)}")
     return eval_returns
 
 

@@ -8,17 +8,18 @@ with r = pi_theta(a|s) / pi_old(a|s), advantages normalized per minibatch and L_
 rollout's values as the surrogate is clipped.
 """
 
-import glob
+import datetime
 import math
 import os
 import pickle
 import random
 import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 
-import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
@@ -26,9 +27,6 @@ import tyro
 from torch import nn
 from torch.distributions import Normal
 from torch.utils.tensorboard import SummaryWriter
-
-# ALE's ids (ALE/Breakout-v5, ...) are registered only once ale-py is imported.
-gym.register_envs(ale_py)
 
 
 @dataclass
@@ -51,9 +49,9 @@ class Args:
     """if toggled, save the networks and normalization statistics to runs/{run_name}/{exp_name}.model"""
 
     env_id: str = "HalfCheetah-v5"
-    """the id of a gymnasium env with Box actions and Box observations"""
+    """the id of a gymnasium env with Box actions and flat Box observations"""
     total_timesteps: int = 1_000_000
-    """total environment steps over all envs"""
+    """total environment steps over all envs (rounded down to whole iterations)"""
     learning_rate: float = 3e-4
     """the Adam learning rate of the actor and the critic"""
     anneal_lr: bool = True
@@ -102,13 +100,8 @@ def make_env(env_id, idx, capture_video, run_name):
     def thunk():
         if capture_video and idx == 0:
             env = gym.make(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
-        else:
-            env = gym.make(env_id)
-        # The networks take flat vectors: observations of more dimensions (ALE's frames) are flattened.
-        if isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) > 1:
-            env = gym.wrappers.FlattenObservation(env)
-        return env
+            return gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        return gym.make(env_id)
 
     return thunk
 
@@ -131,12 +124,12 @@ def mlp(in_dim, out_dim, width, out_std):
 
 
 class Actor(nn.Module):
-    def __init__(self, obs_dim, action_dim, log_std_init=0.0):
+    def __init__(self, obs_dim, action_dim):
         super().__init__()
         # A small output gain: every mean action starts near 0.
         self.mean = mlp(obs_dim, action_dim, 64, out_std=0.01)
-        # State-independent log standard deviation, one per action dimension.
-        self.log_std = nn.Parameter(torch.full((action_dim,), log_std_init))
+        # State-independent log standard deviation, one per action dimension, starting at std 1.
+        self.log_std = nn.Parameter(torch.zeros(action_dim))
 
     def forward(self, obs):
         """Mean and log-std of the Gaussian policy, both of shape (batch, action_dim)."""
@@ -184,34 +177,13 @@ class RunningMeanStd:
         self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
 
 
-def numpy_forward_fn(net):
-    """A numpy snapshot of an mlp(): x -> net(x) for numpy arrays, equal to float32 rounding.
+def sample_action(mean, log_std):
+    """Sample a ~ N(mean, exp(log_std)^2) for each row.
 
-    The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
-    several times the arithmetic, and numpy's a fraction of torch's. The weights change only in
-    the update, so one snapshot serves a whole rollout."""
-    if [type(layer) for layer in net] != [nn.Linear, nn.Tanh, nn.Linear, nn.Tanh, nn.Linear]:
-        raise TypeError(f"numpy_forward_fn has a numpy version of mlp()'s layers only, not of {net}")
-    linears = [
-        (layer.weight.detach().cpu().numpy().T.copy(), layer.bias.detach().cpu().numpy().copy())
-        for layer in net
-        if isinstance(layer, nn.Linear)
-    ]
-
-    def forward(x):
-        for i, (weight_t, bias) in enumerate(linears):
-            x = x @ weight_t + bias
-            x = np.tanh(x) if i < len(linears) - 1 else x
-        return x
-
-    return forward
-
-
-def sample_action(mean, std):
-    """Sample a = mean + std * noise for each row of a numpy array of means, std the standard deviations.
-
-    The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass."""
-    return mean + std * np.random.standard_normal(mean.shape)
+    Written out rather than through torch.distributions.Normal, whose construction costs more than
+    the rest of the step at rollout batch sizes. The log-probs pi_old(a|s) are computed after the
+    rollout in one batched pass, since the policy does not change during it."""
+    return mean + log_std.exp() * torch.randn_like(mean)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
@@ -288,9 +260,10 @@ def ppo_update(actor, critic, optimizer, batch, args):
     }
 
 
-def evaluate(actor, obs_rms, args, device, video_name=None):
+def evaluate(actor, obs_rms, args, device, label, video_name=None):
     """args.eval_episodes episodes of the actor's mean action on an env of its own, observations
-    normalized with frozen statistics, recorded into videos/{video_name} if given; returns their returns.
+    normalized with frozen statistics, recorded into videos/{video_name} if given; prints
+    "{label}: mean return ..." and returns the episodes' returns.
 
     Its env is seeded with seed + 10_000 and it draws from no global random generator, so every
     evaluation starts from the same states and evaluating during training leaves the run unchanged."""
@@ -299,7 +272,7 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
     obs, _ = env.reset(seed=args.seed + 10_000)
     while len(episodic_returns) < args.eval_episodes:
         obs = obs_rms.normalize(obs) if obs_rms is not None else obs
-        with torch.no_grad():
+        with torch.inference_mode():
             action, _ = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
         action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high)
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -310,30 +283,16 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
             if len(episodic_returns) < args.eval_episodes:  # a reset after the last would start a one-frame video
                 obs, _ = env.reset()
     env.close()
+    mean, std = np.mean(episodic_returns), np.std(episodic_returns)
+    print(f"{label}: mean return {mean:.2f} +- {std:.2f} over {len(episodic_returns)} episodes")
     return episodic_returns
 
 
-def final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step):
-    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
-    logged episode by episode and as the last point of the evaluation curve, printed, uploaded with --track."""
-    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
-    for i, episodic_return in enumerate(eval_returns if writer is not None else []):
+def log_evaluation(writer, episodic_returns, global_step, final=False):
+    """An evaluation as a point of the curve eval/episodic_return; the final one also episode by episode."""
+    writer.add_scalar("eval/episodic_return", np.mean(episodic_returns), global_step)
+    for i, episodic_return in enumerate(episodic_returns if final else []):
         writer.add_scalar("eval/final_episodic_return", episodic_return, i)
-    print(f"eval: {log_evaluation(writer, eval_returns, global_step)}")
-    if writer is not None and args.track and args.capture_video:
-        import wandb
-
-        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-            wandb.log({"videos": wandb.Video(video)})
-    return eval_returns
-
-
-def log_evaluation(writer, episodic_returns, global_step):
-    """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
-    summary = f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
-    if writer is not None:
-        writer.add_scalar("eval/episodic_return", np.mean(episodic_returns), global_step)
-    return summary
 
 
 def save_model(path, args, actor, critic, obs_rms, return_rms):
@@ -342,13 +301,13 @@ def save_model(path, args, actor, critic, obs_rms, return_rms):
     for name, rms in (("obs_rms", obs_rms), ("return_rms", return_rms)):
         model[name] = rms.state_dict() if rms is not None else None
     torch.save(model, path)
-    print(f"model saved to {path}")
 
 
 def load_model(path, observation_space, action_space):
-    """(actor, obs_rms) from a --save-model file; raises ValueError saying why it cannot be used here."""
+    """(actor, obs_rms) from a --save-model file; raises ValueError saying why it cannot be used here.
+    weights_only: unpickling reads tensors and plain containers only and never runs code from the file."""
     try:
-        checkpoint = torch.load(path, map_location="cpu")
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
@@ -360,8 +319,6 @@ def load_model(path, observation_space, action_space):
         if checkpoint["obs_rms"] is not None:
             obs_rms = RunningMeanStd(observation_space.shape)
             obs_rms.load_state_dict(checkpoint["obs_rms"])
-            if obs_rms.mean.shape != observation_space.shape:
-                raise ValueError("observation statistics of another shape")
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
@@ -379,6 +336,7 @@ def start_logging(args, run_name):
             sync_tensorboard=True,
             config=vars(args),
             name=run_name,
+            monitor_gym=True,  # uploads what RecordVideo records
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
@@ -392,14 +350,17 @@ def check_inputs(args):
     run can use. Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
     inf, batch_size = math.inf, args.num_envs * args.num_steps
     requirements = [
+        ("/" not in args.exp_name, "exp_name must not contain '/' (it names files in the run folder)"),
         (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
         (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
         (args.total_timesteps >= batch_size, "total_timesteps must be at least num_envs * num_steps"),
         (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
         (
-            1 <= args.num_minibatches <= batch_size // 2,
-            "num_minibatches must be in [1, num_envs * num_steps / 2] (advantages are normalized per minibatch)",
+            args.num_minibatches >= 1
+            and batch_size % args.num_minibatches == 0
+            and batch_size // args.num_minibatches >= 2,
+            "num_minibatches must divide num_envs * num_steps into minibatches of at least 2 (advantages are normalized per minibatch)",
         ),
         (args.update_epochs >= 1, "update_epochs must be at least 1"),
         (0 < args.clip_coef < inf, "clip_coef must be positive and finite"),
@@ -417,8 +378,20 @@ def check_inputs(args):
     env.close()
     obs_space, action_space = env.observation_space, env.action_space
     spaces_fit = isinstance(action_space, gym.spaces.Box) and isinstance(obs_space, gym.spaces.Box)
-    if not spaces_fit:
-        raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need Box, Box")
+    if not spaces_fit or len(obs_space.shape) != 1:
+        need = "Box actions, flat Box observations"
+        raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need {need}")
+    if args.capture_video:  # a renderer that fails would otherwise fail after the run folder exists
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                env = gym.make(args.env_id, render_mode="rgb_array")
+                env.reset(seed=args.seed)
+                env.render()
+                env.close()
+        except Exception as e:
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
     return obs_space, action_space
 
 
@@ -437,9 +410,10 @@ def main(args):
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
 
+    video_name = f"{run_name}/eval" if args.capture_video else None  # the final evaluation's
     if model is not None:
         actor, obs_rms = model
-        return final_evaluation(actor.to(device), obs_rms, args, device, run_name, None, 0)
+        return evaluate(actor.to(device), obs_rms, args, device, "eval", video_name)
 
     envs = gym.vector.SyncVectorEnv(
         [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
@@ -449,6 +423,10 @@ def main(args):
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     writer = start_logging(args, run_name)
+    total_steps = args.num_iterations * args.batch_size
+    print(
+        f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    )
 
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -469,8 +447,7 @@ def main(args):
             obs_rms.update(obs)
         return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
 
-    def to_tensor(array):
-        return torch.as_tensor(array, device=device)
+    to_tensor = partial(torch.as_tensor, device=device)
 
     # Rollout storage, (num_steps, num_envs, ...): numpy while acting (a numpy write costs far less
     # than a torch one at this size), moved to torch once per rollout.
@@ -485,73 +462,84 @@ def main(args):
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
-    for iteration in range(1, args.num_iterations + 1):
-        if args.anneal_lr:
-            optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
-        mean_snapshot = numpy_forward_fn(actor.mean)
-        std = actor.log_std.detach().exp().cpu().numpy()
-        for step in range(args.num_steps):
-            global_step += args.num_envs
-            observations[step] = next_obs
-            actions[step] = sample_action(mean_snapshot(next_obs), std)
-            # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample.
-            clipped_actions = np.clip(actions[step], action_space.low, action_space.high)
-            next_obs, reward, terminations, truncations, infos = envs.step(clipped_actions)
-            if return_rms is not None:
-                discounted_return = discounted_return * args.gamma + reward
-                return_rms.update(discounted_return)
-                reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
-                discounted_return[terminations | truncations] = 0.0
-            # Truncation is not termination: a time-limit cut keeps the value of the state it
-            # stopped in, r + gamma * V(final obs); the transition then counts as done.
-            truncated = truncations & ~terminations
-            if truncated.any():
-                final_obs = normalize(np.stack(infos["final_obs"][truncated]))
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                observations[step] = next_obs
                 with torch.inference_mode():
-                    reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
-            rewards[step], dones[step] = reward, terminations | truncations
-            next_obs = normalize(next_obs, update_stats=True)
-            for i in np.flatnonzero(infos.get("_episode", [])):
-                recent_returns.append(infos["episode"]["r"][i])
-                writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
-                writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
+                    actions[step] = sample_action(*actor(to_tensor(next_obs))).cpu().numpy()
+                # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample.
+                clipped_actions = np.clip(actions[step], action_space.low, action_space.high)
+                next_obs, reward, terminations, truncations, infos = envs.step(clipped_actions)
+                if return_rms is not None:
+                    discounted_return = discounted_return * args.gamma + reward
+                    return_rms.update(discounted_return)
+                    reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
+                    discounted_return[terminations | truncations] = 0.0
+                # Truncation is not termination: a time-limit cut keeps the value of the state it
+                # stopped in, r + gamma * V(final obs); the transition then counts as done.
+                truncated = truncations & ~terminations
+                if truncated.any():
+                    final_obs = normalize(np.stack(infos["final_obs"][truncated]))
+                    with torch.inference_mode():
+                        reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
+                rewards[step], dones[step] = reward, terminations | truncations
+                next_obs = normalize(next_obs, update_stats=True)
+                for i in np.flatnonzero(infos.get("_episode", [])):
+                    recent_returns.append(infos["episode"]["r"][i])
+                    writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
+                    writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
 
-        with torch.no_grad():  # V(s_t) of the whole rollout in one pass: the critic is fixed until the update
-            values = critic(to_tensor(observations)).cpu().numpy()
-            next_value = critic(to_tensor(next_obs)).cpu().numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
-        batch = (observations, actions, advantages, returns, values)
-        b_obs, b_actions, b_advantages, b_returns, b_values = (to_tensor(x).flatten(0, 1) for x in batch)
-        with torch.no_grad():  # log pi_old(a|s): the actor as it was during the rollout
-            b_logprobs = actor.dist(b_obs).log_prob(b_actions).sum(-1)
+            with torch.no_grad():  # V(s_t) of the whole rollout in one pass: the critic is fixed until the update
+                values = critic(to_tensor(observations)).cpu().numpy()
+                next_value = critic(to_tensor(next_obs)).cpu().numpy()
+            advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+            # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+            batch = (observations, actions, advantages, returns, values)
+            b_obs, b_actions, b_advantages, b_returns, b_values = (to_tensor(x).flatten(0, 1) for x in batch)
+            with torch.no_grad():  # log pi_old(a|s): the actor as it was during the rollout
+                b_logprobs = actor.dist(b_obs).log_prob(b_actions).sum(-1)
 
-        batch = (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values)
-        losses = ppo_update(actor, critic, optimizer, batch, args)
+            batch = (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values)
+            losses = ppo_update(actor, critic, optimizer, batch, args)
 
-        returns_var = b_returns.var()
-        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
-        sps = int(global_step / (time.time() - start_time))
-        writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        for key, value in losses.items():
-            writer.add_scalar(f"losses/{key}", value, global_step)
-        recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
-        print(
-            f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
-            f"kl {losses['approx_kl']:.4f} clipfrac {losses['clipfrac']:.3f}"
-            + (f" [non-finite: {losses['nonfinite_skipped']} steps skipped]" if losses["nonfinite_skipped"] else "")
-        )
-        if args.eval_every and iteration % args.eval_every == 0:
-            eval_returns = evaluate(actor, obs_rms, args, device)
-            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step)}")
+            returns_var = b_returns.var()
+            explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else math.nan
+            elapsed = time.time() - start_time
+            sps = max(int(global_step / elapsed), 1)
+            scalars = {"charts/SPS": sps, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
+            scalars |= {"losses/explained_variance": explained_var} | {
+                f"losses/{key}": value for key, value in losses.items()
+            }
+            for key, value in scalars.items():
+                writer.add_scalar(key, value, global_step)
+            elapsed, left = (datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps))
+            recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
+            print(
+                f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} elapsed {elapsed} "
+                f"left {left} return {recent} kl {losses['approx_kl']:.4f} clipfrac {losses['clipfrac']:.3f}"
+                + (f" [non-finite: {losses['nonfinite_skipped']} steps skipped]" if losses["nonfinite_skipped"] else "")
+            )
+            if args.eval_every and iteration % args.eval_every == 0:
+                eval_returns = evaluate(actor, obs_rms, args, device, f"eval at step {global_step}")
+                log_evaluation(writer, eval_returns, global_step)
+    except KeyboardInterrupt:
+        writer.close()
+        print(f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}", file=sys.stderr)
+        sys.exit(130)
 
+    written = [f"runs/{run_name}"] + [f"videos/{run_name}"] * args.capture_video
     if args.save_model:
-        save_model(f"runs/{run_name}/{args.exp_name}.model", args, actor, critic, obs_rms, return_rms)
-    eval_returns = final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step)
+        written.append(f"runs/{run_name}/{args.exp_name}.model")
+        save_model(written[-1], args, actor, critic, obs_rms, return_rms)
+    eval_returns = evaluate(actor, obs_rms, args, device, "eval", video_name)
+    log_evaluation(writer, eval_returns, global_step, final=True)
     envs.close()
     writer.close()
+    print(f"wrote {', '.join(written)}")
     return eval_returns
 
 

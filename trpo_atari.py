@@ -5,32 +5,29 @@
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on Atari:
 many small updates (8 envs x 128 steps, as ppo_atari.py), rewards scaled by the running std of the
 discounted return, an entropy bonus that adapts to hold the policy's entropy at 80% of its maximum,
-Fisher-vector products on a subsample of the batch, a bound on the KL of every state besides the
-mean, and a trust region that shrinks (and a damping that grows) after repeated line-search
-failures and grows back after repeated successes. Every iteration:
+Fisher-vector products on a subsample of the batch, and a bound on the KL of every state besides
+the mean. Every iteration:
   1. collects num_steps x num_envs transitions and estimates advantages with GAE,
   2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
      mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
   3. fits a separate value network (its own CNN, so a critic update can never move the policy).
-Environment back ends, game scores and life-loss handling are those of ppo_atari.py.
+Training envs, game scores and life-loss handling are those of ppo_atari.py.
 The default max_kl of 0.02 per 1024-step batch is 20x OpenAI baselines' Atari TRPO setting
 (0.001 per batch of about 8192 steps).
 The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
 a long run into parts.
 """
 
-import glob
+import datetime
 import math
 import os
 import pickle
 import random
-import re
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Literal
 
 import ale_py
 import gymnasium as gym
@@ -50,20 +47,19 @@ gym.register_envs(ale_py)
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 # Resuming with other values of these would not continue the same training run.
-RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps", "norm_reward")
+RESUME_MUST_MATCH = ("env_id", "num_envs", "num_steps")
 # The share of the batch whose states give the Fisher-vector products, 10% as in the TRPO paper;
 # the line search still checks the KL on the whole batch.
 FVP_SUBSAMPLE = 0.1
-# The adaptive trust region (adapt_trust_region): after LS_FAIL_THRESHOLD failed line searches in a
-# row max_kl shrinks by MAX_KL_DECAY (not below MIN_MAX_KL) and the damping grows by DAMPING_GROWTH (up
-# to MAX_DAMPING); LS_SUCCESS_THRESHOLD successes in a row undo one such change.
-LS_FAIL_THRESHOLD, LS_SUCCESS_THRESHOLD = 3, 3
-MAX_KL_DECAY, MIN_MAX_KL = 0.7, 1e-4
-DAMPING_GROWTH, MAX_DAMPING = 2.0, 1.0
-# The adaptive entropy bonus (adapt_entropy_coef) stays within [MIN_ENT_COEF, 1]; its rate is per
-# update: 0.125 per 1024 agent steps moves it as fast as 1.0 per 8192, and 2.0 per 8192 overshoots
-# when the entropy drops fast (Pong, docs/trpo_atari.md).
-ENT_COEF_RATE, MIN_ENT_COEF = 0.125, 1e-3
+# The line search gives up after this many tries.
+BACKTRACK_ITERS = 10
+# What a line search that found no step reports: the KLs are NaN, never 0, so no step is mistaken for a tiny one.
+FAILED_SEARCH = {"line_search_success": 0.0, "step_fraction": 0.0, "kl": math.nan, "max_state_kl": math.nan}
+FAILED_SEARCH |= {"actual_improvement": 0.0}
+# The adaptive entropy bonus (adapt_entropy_coef) stays within [MIN_ENT_COEF, MAX_ENT_COEF]; its rate
+# is per update: 0.125 per 1024 agent steps moves it as fast as 1.0 per 8192, and 2.0 per 8192
+# overshoots when the entropy drops fast (Pong, docs/trpo_atari.md).
+ENT_COEF_RATE, MIN_ENT_COEF, MAX_ENT_COEF = 0.125, 1e-3, 1.0
 
 
 @dataclass
@@ -72,8 +68,6 @@ class Args:
     """the name of this experiment"""
     seed: int = 1
     """seed of python, numpy, torch, every env and action space"""
-    torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -83,20 +77,18 @@ class Args:
     wandb_entity: str | None = None
     """the wandb entity (team)"""
     capture_video: bool = False
-    """if toggled, record videos of env 0 into videos/{run_name} (uses the gymnasium back end) and of the final evaluation into videos/{run_name}/eval"""
+    """if toggled, record the evaluation games (the final one, and every eval_every iterations) into videos/{run_name}"""
     save_model: bool = False
     """if toggled, save the networks and reward statistics to runs/{run_name}/{exp_name}.model"""
     checkpoint_every: int = 0
     """if positive, save all a resumed run needs to runs/{run_name}/checkpoint.pt every this many updates"""
     resume: str | None = None
-    """a checkpoint.pt to continue training from (same env_id, num_envs, num_steps, norm_reward)"""
+    """a checkpoint.pt to continue training from (same env_id, num_envs, num_steps)"""
 
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of an Atari env: {Game}NoFrameskip-v4 (no sticky actions) or ALE/{Game}-v5 (sticky actions)"""
-    backend: Literal["ale", "gymnasium"] = "ale"
-    """the environment back end: ale-py's C++ vector env, or gymnasium wrappers in a vector env"""
     total_timesteps: int = 10_000_000
-    """total agent steps over all envs (each is 4 frames)"""
+    """total agent steps over all envs, each 4 frames (rounded down to whole iterations)"""
     num_envs: int = 8
     """the number of parallel environments"""
     # Eight times the updates of 8 x 1024 steps for the same samples: Breakout learns faster
@@ -107,16 +99,12 @@ class Args:
     """the discount factor"""
     gae_lambda: float = 0.95
     """the GAE lambda"""
-    norm_reward: bool = True
-    """if toggled, scale the (clipped) rewards by the running std of the discounted return"""
     max_kl: float = 0.02
-    """the initial trust region radius: the largest mean KL(old || new) a step may reach"""
+    """the trust region radius: the largest mean KL(old || new) a step may reach"""
     cg_iters: int = 10
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
-    """the initial damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
-    backtrack_iters: int = 10
-    """the most line-search steps"""
+    """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by at least this factor"""
     # Every step spends the trust region on the gradient's noise too, and random moves of the logits
@@ -137,10 +125,10 @@ class Args:
     vf_minibatches: int = 16
     """minibatches per value-network pass"""
     # Not the policy's: bfloat16 rounding moves the logits more than a small step does, so the KL the
-    # line search measures would exceed the quadratic model's many times over, and once max_kl has
-    # shrunk every line search could fail (docs/trpo_atari.md). In float32 the model holds.
+    # line search measures would exceed the quadratic model's many times over (docs/trpo_atari.md).
+    # In float32 the model holds.
     bf16: bool = False
-    """if toggled, run all layers of the critic's CNN but the last in bfloat16 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
+    """if toggled, run the critic's CNN (all layers but the last) in bfloat16; the policy stays float32 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     eval_episodes: int = 10
     """games per evaluation (greedy actions, 5% random; see evaluate): after training and every eval_every iterations"""
     eval_every: int = 0
@@ -155,42 +143,6 @@ class Args:
     """the number of policy updates"""
 
 
-def ale_game_and_sticky_actions(env_id):
-    """'BreakoutNoFrameskip-v4' -> ('breakout', 0.0); 'ALE/MsPacman-v5' -> ('ms_pacman', 0.25)."""
-    match = re.fullmatch(r"ALE/(\w+)-v5", env_id) or re.fullmatch(r"(\w+)NoFrameskip-v4", env_id)
-    if match is None:
-        raise ValueError(f"{env_id!r} is neither {{Game}}NoFrameskip-v4 nor ALE/{{Game}}-v5")
-    game = re.sub(r"(?<!^)(?=[A-Z])", "_", match.group(1)).lower()
-    if game not in ale_py.roms.get_all_rom_ids():
-        raise ValueError(f"ale-py has no ROM for the game {game!r}")
-    return game, 0.25 if env_id.startswith("ALE/") else 0.0
-
-
-class EpisodicLife(gym.Wrapper):
-    """A life loss ends the episode for the learner; only a game over really resets the game."""
-
-    def __init__(self, env):
-        super().__init__(env)
-        self.lives = 0
-        self.game_over = True
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.game_over = terminated or truncated
-        lives = self.env.unwrapped.ale.lives()
-        terminated = terminated or 0 < lives < self.lives
-        self.lives = lives
-        return obs, reward, terminated, truncated, info
-
-    def reset(self, **kwargs):
-        if self.game_over:
-            obs, info = self.env.reset(**kwargs)
-        else:  # continue the game after a lost life with a no-op
-            obs, _, _, _, info = self.env.step(0)
-        self.lives = self.env.unwrapped.ale.lives()
-        return obs, info
-
-
 class FireReset(gym.Wrapper):
     """Press FIRE when a new game starts, for games that wait for it to start."""
 
@@ -202,35 +154,43 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
-def make_env(env_id, idx, capture_video, run_name):
-    """The standard Atari stack: no-op reset (30), frame skip 4 with max-pool, life-loss
-    termination, FIRE when a game starts, reward clipping to {-1, 0, 1}, 84x84 grayscale, stack of 4."""
+def make_env(env_id, video_name=None):
+    """The evaluation env, one whole game per episode with its unclipped score, recorded into
+    videos/{video_name} if given: gymnasium's wrappers for what the ale vector env does in training
+    (no-op reset, frame skip 4 with max-pool, 84x84 grayscale, FIRE when a game starts, stack of 4)."""
 
     def thunk():
-        _, sticky = ale_game_and_sticky_actions(env_id)
-        kwargs = {"frameskip": 1, "repeat_action_probability": sticky, "max_num_frames_per_episode": 108_000}
-        if capture_video and idx == 0:
-            env = gym.make(env_id, render_mode="rgb_array", **kwargs)
-            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
-        else:
-            env = gym.make(env_id, **kwargs)
+        env = gym.make(env_id, frameskip=1, render_mode="rgb_array" if video_name else None)
+        if video_name:
+            env = gym.wrappers.RecordVideo(env, f"videos/{video_name}")
         env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
-        # Below the life and reward wrappers, so it records whole games with unclipped scores.
-        env = gym.wrappers.RecordEpisodeStatistics(env)
-        # Below EpisodicLife, so FIRE is pressed when a game starts but not after a lost life: the
-        # ale back end (use_fire_reset) does the same, and the agent learns to serve again itself.
         if "FIRE" in env.unwrapped.get_action_meanings():
             env = FireReset(env)
-        env = EpisodicLife(env)
-        env = gym.wrappers.TransformReward(env, np.sign)
         return gym.wrappers.FrameStackObservation(env, 4)
 
     return thunk
 
 
+def make_envs(args):
+    """The training envs: ale-py's C++ vector env, the game and sticky-action probability of env_id,
+    FIRE when a game starts, uint8 observations (num_envs, 4, 84, 84). A life loss terminates the
+    learner's episode but not the game (life_loss_info); rewards come unclipped, so game scores stay
+    whole; same-step autoreset: the obs returned with a done is the next episode's."""
+    spec_kwargs = gym.spec(args.env_id).kwargs
+    return ale_py.vector_env.AtariVectorEnv(
+        spec_kwargs["game"],
+        args.num_envs,
+        repeat_action_probability=spec_kwargs["repeat_action_probability"],
+        noop_max=30,
+        life_loss_info=True,
+        reward_clipping=False,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
 class GameScores:
-    """Whole-game scores from the ale back end, which reports none: sum the unclipped rewards
-    and close a game when it really ends (lives did not drop on a termination, or truncation)."""
+    """Whole-game scores, which the ale vector env does not report: sum the unclipped rewards and
+    close a game when it really ends (lives did not drop on a termination, or truncation)."""
 
     def __init__(self, lives):
         """lives: the lives of each env's game at the start, from the reset's infos."""
@@ -249,36 +209,6 @@ class GameScores:
         self.returns[ended] = 0
         self.lengths[ended] = 0
         return finished
-
-
-def finished_games(infos, scores, rewards, terminations, truncations):
-    """[(return, length)] of the whole games that ended this step, from either back end."""
-    if scores is not None:
-        return scores.update(rewards, terminations, truncations, infos["lives"])
-    final_info = infos.get("final_info", {})
-    if "_episode" not in final_info:
-        return []
-    ended = np.flatnonzero(final_info["_episode"])
-    return list(zip(final_info["episode"]["r"][ended], final_info["episode"]["l"][ended]))
-
-
-def make_envs(args, run_name):
-    """Both back ends, same-step autoreset: the obs returned with a done is the next episode's."""
-    game, sticky = ale_game_and_sticky_actions(args.env_id)
-    if args.backend == "ale" and not args.capture_video:
-        return ale_py.vector_env.AtariVectorEnv(
-            game,
-            args.num_envs,
-            repeat_action_probability=sticky,
-            noop_max=30,
-            life_loss_info=True,  # terminate on a life loss; episodic_life=True would restart the game
-            reward_clipping=False,  # clipped in the loop, so that game scores stay unclipped
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        )
-    return gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
 
 
 def layer_init(layer, std=2**0.5, bias_const=0.0):
@@ -464,38 +394,40 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 def line_search(actor, objective_and_kls_fn, full_step, old_objective, max_kl, args):
     """Try theta_old + f * full_step from f = 1; accept the first step whose mean KL is at most
     max_kl, whose largest per-state KL is at most max_state_kl, and whose objective beats
-    old_objective, its value at theta_old. On failure theta_old is restored.
+    old_objective, its value at theta_old. On failure theta_old is restored and both KLs are NaN.
 
     A trial that breaks a bound by the factor r sets the next f to
     f * min(backtrack_coeff, r**-1/2), where a KL growing quadratically with the step would meet its
     bound; other failures (an infinite KL too) multiply f by backtrack_coeff. A few states can put
-    the full step's largest KL tens of times over the bound, beyond the reach of backtrack_iters
+    the full step's largest KL tens of times over the bound, beyond the reach of BACKTRACK_ITERS
     fixed cuts (0.8**9 cuts a quadratic KL 56-fold).
 
     The TRPO paper's bound (its Theorem 1) is on the largest per-state KL; its practical algorithm
     bounds the mean, which alone lets a large max_kl put a big change on a few states.
-    objective_and_kls_fn returns the objective and the per-state KLs. Returns (success,
-    step_fraction, iterations, kl, max state kl, actual_improvement); both KLs are NaN on failure.
-    """
+    objective_and_kls_fn returns the objective and the per-state KLs. Returns the diagnostics logged
+    under trpo/: line_search_success, line_search_iters, step_fraction, kl, max_state_kl and
+    actual_improvement."""
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         step_fraction = 1.0
-        for k in range(args.backtrack_iters):
+        for k in range(BACKTRACK_ITERS):
             vector_to_parameters(old_params + step_fraction * full_step, actor.parameters())
             objective, kls = objective_and_kls_fn()
             means, largest = torch.stack([objective, kls.mean()]), kls.max()
             improvement, kl, largest_kl = means[0].item() - old_objective, means[1].item(), largest.item()
             # NaN fails every comparison, so a non-finite trial step is never accepted.
             if kl <= max_kl and largest_kl <= args.max_state_kl and improvement > 0:
-                return True, step_fraction, k + 1, kl, largest_kl, improvement
+                diagnostics = {"line_search_success": 1.0, "step_fraction": step_fraction, "kl": kl}
+                diagnostics |= {"max_state_kl": largest_kl, "actual_improvement": improvement}
+                return diagnostics | {"line_search_iters": k + 1}
             overshoot = max(kl / max_kl, largest_kl / args.max_state_kl)
             cut = min(args.backtrack_coeff, overshoot**-0.5) if 1 < overshoot < math.inf else args.backtrack_coeff
             step_fraction *= cut
         vector_to_parameters(old_params, actor.parameters())
-    return False, 0.0, args.backtrack_iters, math.nan, math.nan, 0.0
+    return FAILED_SEARCH | {"line_search_iters": BACKTRACK_ITERS}
 
 
-def trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args):
+def trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, args):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
@@ -506,75 +438,22 @@ def trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args):
     objective, _ = objective_and_kls_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
     fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
-    damped_fvp = lambda v: fisher_vector_product(v) + damping * v
+    damped_fvp = lambda v: fisher_vector_product(v) + args.cg_damping * v
     step_direction = conjugate_gradient(damped_fvp, policy_gradient, args.cg_iters)
     curvature = step_direction @ fisher_vector_product(step_direction)
     full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
-    finite = bool(torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0)
-    success, step_fraction, iters, kl, largest_kl, actual_improvement = False, 0.0, 0, math.nan, math.nan, 0.0
-    if finite:
-        success, step_fraction, iters, kl, largest_kl, actual_improvement = line_search(
-            actor, objective_and_kls_fn, full_step, objective.item(), max_kl, args
-        )
-    return {
-        "kl": kl,
-        "max_state_kl": largest_kl,
-        "expected_improvement": step_fraction * (policy_gradient @ full_step).item() if finite else 0.0,
-        "actual_improvement": actual_improvement,
-        "line_search_success": float(success),
-        "line_search_iters": iters,
-        "step_fraction": step_fraction,
-        "nonfinite_skipped": float(not finite),
-    }
+    if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
+        return FAILED_SEARCH | {"line_search_iters": 0, "expected_improvement": 0.0, "nonfinite_skipped": 1.0}
+    diagnostics = line_search(actor, objective_and_kls_fn, full_step, objective.item(), max_kl, args)
+    expected_improvement = diagnostics["step_fraction"] * (policy_gradient @ full_step).item()
+    return diagnostics | {"expected_improvement": expected_improvement, "nonfinite_skipped": 0.0}
 
 
-def policy_step(actor, b_obs, b_actions, b_advantages, max_kl, damping, ent_coef, args):
-    """TRPO's step on the batch from pi_old, the actor as it was during the rollout: the Fisher from a
-    random FVP_SUBSAMPLE of the states, the objective and the KLs from all of them. Returns (the
-    diagnostics with the step's max_kl, damping and ent_coef, the entropy of pi_old)."""
-    with torch.no_grad():
-        old_logits = actor(b_obs)
-        old_dist = Categorical(logits=old_logits)
-        b_logprobs, entropy = old_dist.log_prob(b_actions), old_dist.entropy().mean()
-    objective_and_kls_fn = partial(
-        surrogate_and_state_kls, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef, old_logits
-    )
-    batch_size = b_obs.shape[0]
-    fvp_obs = b_obs[torch.randperm(batch_size, device=b_obs.device)[: max(1, int(FVP_SUBSAMPLE * batch_size))]]
-    diagnostics = trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args)
-    return diagnostics | {"max_kl": max_kl, "damping": damping, "ent_coef": ent_coef}, entropy.item()
-
-
-def adapt_trust_region(max_kl, damping, streak, success, args):
-    """After LS_FAIL_THRESHOLD failed line searches in a row, shrink max_kl and grow the damping
-    (within their bounds): the quadratic model is not trusted at the current radius. After
-    LS_SUCCESS_THRESHOLD successes in a row, undo one such change, up to the initial max_kl and
-    down to the initial damping: a bad stretch of batches does not shorten every later step.
-
-    streak counts the line searches in a row that ended as the last one: successes if positive,
-    failures if negative. Returns the new (max_kl, damping, streak)."""
-    streak = max(streak, 0) + 1 if success else min(streak, 0) - 1
-    if streak <= -LS_FAIL_THRESHOLD:
-        max_kl = max(max_kl * MAX_KL_DECAY, MIN_MAX_KL)
-        damping = min(damping * DAMPING_GROWTH, MAX_DAMPING)
-        streak = 0
-    elif streak >= LS_SUCCESS_THRESHOLD:
-        max_kl = min(max_kl / MAX_KL_DECAY, args.max_kl)
-        damping = max(damping / DAMPING_GROWTH, args.cg_damping)
-        streak = 0
-    return max_kl, damping, streak
-
-
-def adapt_entropy_coef(ent_coef, entropy, num_actions, args):
-    """The entropy bonus for the next update. With a target, a multiplicative controller: the bonus
-    grows while the policy's entropy is below target_entropy_frac * ln(num_actions) and shrinks while
-    it is above; without one, fixed. Stays within [MIN_ENT_COEF, 1]: the cap bounds the wind-up while
-    the trust region holds the entropy away from its target."""
-    if args.target_entropy_frac == 0:
-        return ent_coef
-    max_entropy = math.log(num_actions)
-    relative_gap = (args.target_entropy_frac * max_entropy - entropy) / max_entropy
-    return min(max(ent_coef * math.exp(ENT_COEF_RATE * relative_gap), MIN_ENT_COEF), 1.0)
+def adapt_entropy_coef(ent_coef, entropy_gap):
+    """The entropy bonus for the next update, ent_coef * exp(ENT_COEF_RATE * entropy_gap) within
+    [MIN_ENT_COEF, MAX_ENT_COEF]: it grows while the entropy is below its target (entropy_gap > 0, as
+    a fraction of the largest entropy ln(number of actions)) and shrinks above it."""
+    return min(max(ent_coef * math.exp(ENT_COEF_RATE * entropy_gap), MIN_ENT_COEF), MAX_ENT_COEF)
 
 
 def fit_critic(critic, optimizer, obs, returns, args):
@@ -602,45 +481,47 @@ def fit_critic(critic, optimizer, obs, returns, args):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
-def value_estimates(critic, observations, next_obs):
-    """V(s_t) of the rollout's (num_steps, num_envs) frames in batched passes (chunks bound the memory),
-    and V of the frames after its last step. The critic is fixed until the update."""
-    with torch.no_grad():
-        values = torch.cat([critic(chunk) for chunk in observations.flatten(0, 1).split(512)])
-        return values.view(observations.shape[:2]), critic(next_obs)
+def seed_everything(seed):
+    """Seed python's, numpy's and torch's random number generators."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
-def log_games(writer, games, recent_returns):
-    """Log whole games [(return, length, step at its end)] in the order they ended; keep their returns in recent_returns."""
-    for game_return, game_length, step_of_end in sorted(games, key=lambda game: game[2]):
-        recent_returns.append(game_return)
-        writer.add_scalar("charts/episodic_return", game_return, step_of_end)
-        writer.add_scalar("charts/episodic_length", game_length, step_of_end)
+def evaluate(actor, args, device, label, video_name=None, epsilon=0.05):
+    """args.eval_episodes whole games of the actor on an env of its own (make_env), recorded into
+    videos/{video_name} if given; prints "{label}: mean return ..." and returns their scores.
+
+    Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
+    a fully greedy policy can stall forever in games like Breakout that wait for FIRE. Its env and
+    its epsilon draws are seeded with seed + 10_000 and it draws from no global random generator,
+    so evaluating during training leaves the run unchanged."""
+    env = make_env(args.env_id, video_name)()
+    rng = np.random.default_rng(args.seed + 10_000)
+    scores, score = [], 0.0
+    obs, _ = env.reset(seed=args.seed + 10_000)
+    while len(scores) < args.eval_episodes:
+        with torch.inference_mode():
+            action = actor(torch.as_tensor(obs, device=device)[None]).argmax().item()
+        if rng.random() < epsilon:
+            action = rng.integers(env.action_space.n)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        score += reward
+        if terminated or truncated:
+            scores.append(score)
+            score = 0.0
+            if len(scores) < args.eval_episodes:  # a reset after the last would start a one-frame video
+                obs, _ = env.reset()
+    env.close()
+    print(f"{label}: mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games")
+    return scores
 
 
-def progress_line(iteration, global_step, scalars, recent_returns, recent_successes, args):
-    """The line printed after each update, from the values logged for it: the KL against the max_kl
-    the step was held to, the entropy bonus the step used."""
-    recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
-    skipped = scalars["trpo/nonfinite_skipped"] or scalars["losses/value_nonfinite_skipped"]
-    return (
-        f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {scalars['charts/SPS']:5d} "
-        f"return {recent} ls {'ok' if scalars['trpo/line_search_success'] else 'FAIL'} "
-        f"({scalars['trpo/line_search_iters']} it, frac {scalars['trpo/step_fraction']:.2f}, "
-        f"{np.mean(recent_successes):.0%} ok) kl {scalars['trpo/kl']:.4f}/{scalars['trpo/max_kl']:.4f} "
-        f"state kl {scalars['trpo/max_state_kl']:.3f}/{args.max_state_kl:g} "
-        f"entropy {scalars['losses/entropy']:.2f} bonus {scalars['trpo/ent_coef']:.3f}"
-        + (" [non-finite: update skipped]" if skipped else "")
-    )
-
-
-def restore_training_state(state, actor, critic, critic_optimizer, return_rms):
-    """Put a checkpoint's networks, critic optimizer and reward statistics back in place."""
-    actor.load_state_dict(state["actor"])
-    critic.load_state_dict(state["critic"])
-    critic_optimizer.load_state_dict(state["critic_optimizer"])
-    if return_rms is not None:
-        return_rms.load_state_dict(state["return_rms"])
+def log_evaluation(writer, scores, global_step, final=False):
+    """An evaluation as a point of the curve eval/episodic_return; the final one also game by game."""
+    writer.add_scalar("eval/episodic_return", np.mean(scores), global_step)
+    for i, score in enumerate(scores if final else []):
+        writer.add_scalar("eval/final_episodic_return", score, i)
 
 
 def model_state(actor, critic, return_rms, args):
@@ -648,7 +529,7 @@ def model_state(actor, critic, return_rms, args):
     return {
         "actor": actor.state_dict(),
         "critic": critic.state_dict(),
-        "return_rms": return_rms.state_dict() if return_rms is not None else None,
+        "return_rms": return_rms.state_dict(),
         "args": vars(args),
     }
 
@@ -659,92 +540,38 @@ def save_atomically(state, path):
     os.replace(f"{path}.tmp", path)
 
 
-def seed_everything(seed):
-    """Seed python's, numpy's and torch's random number generators."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def to_device(array, device, pinned, name):
-    """A numpy array of the rollout as a tensor on device. On a GPU it goes through a page-locked host
-    buffer cached in pinned under name, copied without blocking, so the copy overlaps the work queued
-    before it; the buffer is only rewritten a step later, after the action's copy back has waited for
-    the GPU. On the CPU the tensor shares the array's memory."""
-    if device.type != "cuda":
-        return torch.from_numpy(array)
-    if name not in pinned or pinned[name].shape != array.shape:
-        pinned[name] = torch.from_numpy(array).clone().pin_memory()
-    else:
-        pinned[name].numpy()[...] = array
-    return pinned[name].to(device, non_blocking=True)
-
-
-def evaluate(actor, args, device, video_name=None, epsilon=0.05):
-    """args.eval_episodes whole games of the actor through the gymnasium stack, recorded into
-    videos/{video_name} if given; returns their scores.
-
-    Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
-    a fully greedy policy can stall forever in games like Breakout that wait for FIRE. Its env and
-    its epsilon draws are seeded with seed + 10_000 and it draws from no global random generator,
-    so evaluating during training leaves the run unchanged."""
-    env = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, 0, video_name is not None, video_name)],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
-    rng = np.random.default_rng(args.seed + 10_000)
-    obs, _ = env.reset(seed=args.seed + 10_000)
-    scores = []
-    while len(scores) < args.eval_episodes:
-        with torch.no_grad():
-            action = actor(torch.as_tensor(obs, device=device)).argmax(-1).cpu().numpy()
-        if rng.random() < epsilon:
-            action = rng.integers(env.single_action_space.n, size=1)
-        obs, _, _, _, infos = env.step(action)
-        final_info = infos.get("final_info", {})
-        if "_episode" in final_info and final_info["_episode"][0]:
-            scores.append(float(final_info["episode"]["r"][0]))
-    env.close()
-    return scores
-
-
-def final_evaluation(actor, args, device, run_name, writer, global_step):
-    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
-    logged game by game and as the last point of the evaluation curve, printed, uploaded with --track."""
-    scores = evaluate(actor, args, device, f"{run_name}/eval" if args.capture_video else None)
-    for i, score in enumerate(scores if writer is not None else []):
-        writer.add_scalar("eval/final_episodic_return", score, i)
-    print(f"eval: {log_evaluation(writer, scores, global_step)}")
-    if writer is not None and args.track and args.capture_video:
-        import wandb
-
-        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-            wandb.log({"videos": wandb.Video(video)})
-    return scores
-
-
-def log_evaluation(writer, scores, global_step):
-    """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
-    summary = f"mean return {np.mean(scores):.2f} +- {np.std(scores):.2f} over {len(scores)} games"
-    if writer is not None:
-        writer.add_scalar("eval/episodic_return", np.mean(scores), global_step)
-    return summary
+def read_file(path, what):
+    """torch.load of a model or checkpoint; raises ValueError saying why it cannot be read. weights_only:
+    unpickling reads tensors and plain containers only and never runs code from the file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        raise ValueError(f"cannot read {what} {path!r} ({type(e).__name__})") from e
+    if isinstance(state, dict):  # not a bare tensor, say, which indexing by name would only warn about
+        return state
+    raise ValueError(f"{path!r} is not a {what} of this script ({type(state).__name__})")
 
 
 def load_model(path, num_actions):
     """The actor saved in a .model or checkpoint.pt file; raises ValueError saying why it cannot be used here."""
+    checkpoint = read_file(path, "model file")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
-    try:
-        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
-            raise TypeError(type(checkpoint).__name__)
         actor = Actor(num_actions)
         actor.load_state_dict(checkpoint["actor"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ValueError(f"{path!r} is not a model of this script for this game ({type(e).__name__})") from e
     return actor
+
+
+def load_training_state(path, args):
+    """The training state saved at path; raises ValueError saying why this run cannot resume from it."""
+    state = read_file(path, "checkpoint")
+    if not {"iteration", "actor", "critic_optimizer", "ent_coef"} <= state.keys():
+        raise ValueError(f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every")
+    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
+    if changed:
+        raise ValueError(f"{path!r} was saved with other {', '.join(changed)}")
+    return state
 
 
 def start_logging(args, run_name, resumed):
@@ -759,6 +586,7 @@ def start_logging(args, run_name, resumed):
             sync_tensorboard=True,
             config=vars(args),
             name=run_name,
+            monitor_gym=True,  # uploads what RecordVideo records
             save_code=True,
             id=resumed.get("wandb_id") if resumed else None,
             resume="allow",
@@ -776,17 +604,20 @@ def check_inputs(args):
     Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
     inf, batch_size = math.inf, args.num_envs * args.num_steps
     requirements = [
-        (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
+        ("/" not in args.exp_name, "exp_name must not contain '/' (it names files in the run folder)"),
         (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
+        # ale-py seeds env i with seed + i, in [0, 2**31).
+        (0 <= args.seed <= 2**31 - args.num_envs, "seed must be in [0, 2**31 - num_envs]"),
+        (batch_size >= 2, "num_envs * num_steps must be at least 2 (advantages are normalized)"),
         (args.total_timesteps >= batch_size, "total_timesteps must be at least num_envs * num_steps"),
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
-        (MIN_MAX_KL <= args.max_kl < inf, f"max_kl must be finite and at least {MIN_MAX_KL:g}"),
-        (args.max_kl <= args.max_state_kl < inf, "max_state_kl must be finite and at least max_kl"),
-        (args.cg_iters >= 1, "cg_iters must be at least 1"),
-        (0 <= args.cg_damping <= MAX_DAMPING, f"cg_damping must be in [0, {MAX_DAMPING:g}]"),
-        (args.backtrack_iters >= 1, "backtrack_iters must be at least 1"),
+        (
+            0 < args.max_kl <= args.max_state_kl < inf,
+            "max_kl must be positive, max_state_kl finite and at least max_kl",
+        ),
+        (args.cg_iters >= 1 and 0 <= args.cg_damping < inf, "cg_iters must be >= 1, cg_damping >= 0 and finite"),
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
-        (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
+        (0 <= args.ent_coef <= MAX_ENT_COEF, f"ent_coef must be in [0, {MAX_ENT_COEF:g}]"),
         (0 <= args.target_entropy_frac < 1, "target_entropy_frac must be in [0, 1)"),
         (0 < args.vf_lr < inf and args.vf_epochs >= 1, "vf_lr must be positive and finite, vf_epochs at least 1"),
         (1 <= args.vf_minibatches <= batch_size, "vf_minibatches must be in [1, num_envs * num_steps]"),
@@ -797,25 +628,14 @@ def check_inputs(args):
         if not ok:
             raise ValueError(message)
     try:
-        env = make_env(args.env_id, 0, False, None)()
-    except (ValueError, gym.error.Error) as e:
+        is_atari = gym.spec(args.env_id).entry_point == "ale_py.env:AtariEnv"
+    except gym.error.Error as e:
         raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
+    if not is_atari:
+        raise ValueError(f"{args.env_id} is not an Atari game of ale-py: for other envs use trpo_discrete.py")
+    env = make_env(args.env_id)()
     env.close()
     return env.action_space.n
-
-
-def load_training_state(path, args):
-    """The training state saved at path; raises ValueError saying why this run cannot resume from it."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        raise ValueError(f"cannot read checkpoint {path!r} ({type(e).__name__})") from e
-    if not isinstance(state, dict) or not {"iteration", "actor", "critic_optimizer", "trust_region"} <= state.keys():
-        raise ValueError(f"{path!r} is not a checkpoint.pt this script saved with --checkpoint-every")
-    changed = [key for key in RESUME_MUST_MATCH if state["args"][key] != getattr(args, key)]
-    if changed:
-        raise ValueError(f"{path!r} was saved with other {', '.join(changed)}")
-    return state
 
 
 def main(args):
@@ -834,14 +654,15 @@ def main(args):
     if args.cuda and not use_cuda:
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device("cuda" if use_cuda else "cpu")
+    video_name = f"{run_name}/eval" if args.capture_video else None  # the final evaluation's
     if watched is not None:
-        return final_evaluation(watched.to(device), args, device, run_name, None, 0)
+        return evaluate(watched.to(device), args, device, "eval", video_name)
 
-    envs = make_envs(args, run_name)
+    envs = make_envs(args)
     writer, wandb_id = start_logging(args, run_name, resumed)
 
     seed_everything(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.backends.cudnn.deterministic = True
     # No TF32 convolutions (cuDNN's default on Ampere and later): their rounding swamps the KL of a small
     # trust-region step, the reason the policy stays out of bfloat16.
     torch.backends.cudnn.allow_tf32 = False
@@ -849,14 +670,19 @@ def main(args):
     critic = Critic(args.bf16).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5, fused=True)
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
-    return_rms = RunningMeanStd(()) if args.norm_reward else None
+    return_rms = RunningMeanStd(())
     discounted_return = np.zeros(args.num_envs)
-    max_kl, damping, ent_coef, line_search_streak = args.max_kl, args.cg_damping, args.ent_coef, 0
-    start_iteration, global_step = 1, 0
+    ent_coef, start_iteration, global_step = args.ent_coef, 1, 0
     if resumed is not None:  # the envs are not saved: a resumed run starts new games
-        restore_training_state(resumed, actor, critic, critic_optimizer, return_rms)
-        max_kl, damping, ent_coef, line_search_streak = resumed["trust_region"]
-        start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
+        actor.load_state_dict(resumed["actor"])
+        critic.load_state_dict(resumed["critic"])
+        critic_optimizer.load_state_dict(resumed["critic_optimizer"])
+        return_rms.load_state_dict(resumed["return_rms"])
+        ent_coef, start_iteration, global_step = resumed["ent_coef"], resumed["iteration"] + 1, resumed["global_step"]
+    total_steps = args.num_iterations * args.batch_size
+    print(
+        f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    )
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -869,84 +695,114 @@ def main(args):
     recent_returns, recent_successes = deque(maxlen=20), deque(maxlen=20)
     envs.action_space.seed(args.seed)
     next_obs, infos = envs.reset(seed=args.seed)
-    scores = GameScores(infos["lives"]) if isinstance(envs, ale_py.vector_env.AtariVectorEnv) else None
-    pinned = {}  # page-locked host buffers of the rollout's copies to the GPU (to_device)
-    next_obs = to_device(next_obs, device, pinned, "obs")
+    scores = GameScores(infos["lives"])
+    next_obs = torch.as_tensor(next_obs, device=device)
+    checkpoint = f"runs/{run_name}/checkpoint.pt"
+    max_entropy, fvp_size = math.log(num_actions), max(1, int(FVP_SUBSAMPLE * args.batch_size))
 
-    for iteration in range(start_iteration, args.num_iterations + 1):
-        finished = []  # the games that ended in this rollout, logged after it
-        for step in range(args.num_steps):
-            global_step += args.num_envs
-            observations[step] = next_obs
-            with torch.no_grad():
-                action = sample_action(actor(next_obs))
-            actions[step] = action
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-            for game_return, game_length in finished_games(infos, scores, reward, terminations, truncations):
-                finished.append((float(game_return), int(game_length), global_step))
-            reward = np.sign(reward).astype(np.float32)  # float32 before fractions join ale-py's integers
-            if return_rms is not None:
+    try:
+        for iteration in range(start_iteration, args.num_iterations + 1):
+            finished = []  # the games that ended in this rollout, logged after it
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                observations[step] = next_obs
+                with torch.no_grad():
+                    action = sample_action(actor(next_obs))
+                actions[step] = action
+                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                for game_return, game_length in scores.update(reward, terminations, truncations, infos["lives"]):
+                    finished.append((float(game_return), int(game_length), global_step))
+                reward = np.sign(reward).astype(np.float32)  # float32 before fractions join ale-py's integers
                 discounted_return = discounted_return * args.gamma + reward
                 return_rms.update(discounted_return)
                 reward = reward / np.sqrt(return_rms.var + 1e-8)
                 discounted_return[terminations | truncations] = 0.0
-            # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
-            truncated = truncations & ~terminations
-            if truncated.any():
-                final_obs = to_device(np.stack(infos["final_obs"][truncated]), device, pinned, "final_obs")
-                with torch.no_grad():
-                    reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
-            rewards[step] = to_device(reward, device, pinned, "reward")
-            dones[step] = to_device(terminations | truncations, device, pinned, "done")
-            next_obs = to_device(next_obs, device, pinned, "obs")
+                # Truncation is not termination: bootstrap a time-limit cut with gamma * V(final obs).
+                truncated = truncations & ~terminations
+                if truncated.any():
+                    final_obs = torch.as_tensor(np.stack(infos["final_obs"][truncated]), device=device)
+                    with torch.no_grad():
+                        reward[truncated] += args.gamma * critic(final_obs).cpu().numpy()
+                rewards[step] = torch.as_tensor(reward, device=device)
+                dones[step] = torch.as_tensor(terminations | truncations, device=device)
+                next_obs = torch.as_tensor(next_obs, device=device)
 
-        log_games(writer, finished, recent_returns)
+            for game_return, game_length, step_of_end in sorted(finished, key=lambda game: game[2]):
+                recent_returns.append(game_return)
+                writer.add_scalar("charts/episodic_return", game_return, step_of_end)
+                writer.add_scalar("charts/episodic_length", game_length, step_of_end)
 
-        values, next_value = value_estimates(critic, observations, next_obs)
-        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
-        batch = (observations, actions, advantages, returns, values)
-        b_obs, b_actions, b_advantages, b_returns, b_values = (x.flatten(0, 1) for x in batch)
-        # Normalized always: the step's length comes from max_kl, so their scale only weighs the
-        # entropy bonus against them.
-        b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+            with torch.no_grad():  # V(s_t) of the rollout in batched passes (chunks bound the memory)
+                values = torch.cat([critic(chunk) for chunk in observations.flatten(0, 1).split(512)])
+                values, next_value = values.view(observations.shape[:2]), critic(next_obs)
+            advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+            # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+            batch = (observations, actions, advantages, returns, values)
+            b_obs, b_actions, b_advantages, b_returns, b_values = (x.flatten(0, 1) for x in batch)
+            # Normalized always: the step's length comes from max_kl, so their scale only weighs the
+            # entropy bonus against them.
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
-        diagnostics, entropy = policy_step(actor, b_obs, b_actions, b_advantages, max_kl, damping, ent_coef, args)
-        success = bool(diagnostics["line_search_success"])
-        recent_successes.append(success)
-        max_kl, damping, line_search_streak = adapt_trust_region(max_kl, damping, line_search_streak, success, args)
-        ent_coef = adapt_entropy_coef(ent_coef, entropy, num_actions, args)
-
-        value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
-
-        returns_var = b_returns.var()
-        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
-        sps = int((global_step - start_step) / (time.time() - start_time))
-        scalars = {"charts/SPS": sps, "losses/value_loss": value_loss, "losses/explained_variance": explained_var}
-        scalars |= {"losses/entropy": entropy, "losses/value_nonfinite_skipped": skipped_value_steps}
-        scalars |= {f"trpo/{key}": value for key, value in diagnostics.items()}
-        for key, value in scalars.items():
-            writer.add_scalar(key, value, global_step)
-        print(progress_line(iteration, global_step, scalars, recent_returns, recent_successes, args))
-        if args.checkpoint_every and iteration % args.checkpoint_every == 0:
-            trust_region = (max_kl, damping, ent_coef, line_search_streak)
-            training_state = {"critic_optimizer": critic_optimizer.state_dict(), "trust_region": trust_region}
-            training_state |= {"run_name": run_name, "wandb_id": wandb_id}
-            training_state |= {"iteration": iteration, "global_step": global_step}
-            save_atomically(
-                model_state(actor, critic, return_rms, args) | training_state, f"runs/{run_name}/checkpoint.pt"
+            with torch.no_grad():  # pi_old: the actor as it was during the rollout
+                old_logits = actor(b_obs)
+                old_dist = Categorical(logits=old_logits)
+                b_logprobs, entropy = old_dist.log_prob(b_actions), old_dist.entropy().mean().item()
+            objective_and_kls_fn = partial(
+                surrogate_and_state_kls, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef, old_logits
             )
-        if args.eval_every and iteration % args.eval_every == 0:
-            eval_returns = evaluate(actor, args, device)
-            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step)}")
+            # The Fisher from a random FVP_SUBSAMPLE of the states, the objective and the KLs from all of them.
+            fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
+            diagnostics = trpo_step(actor, objective_and_kls_fn, fvp_obs, args.max_kl, args)
+            diagnostics["ent_coef"] = ent_coef
+            recent_successes.append(diagnostics["line_search_success"])
+            if args.target_entropy_frac > 0:
+                ent_coef = adapt_entropy_coef(
+                    ent_coef, (args.target_entropy_frac * max_entropy - entropy) / max_entropy
+                )
 
+            value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
+
+            returns_var = b_returns.var()
+            explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else math.nan
+            elapsed = time.time() - start_time
+            sps = max(int((global_step - start_step) / elapsed), 1)
+            scalars = {"charts/SPS": sps, "losses/value_loss": value_loss, "losses/explained_variance": explained_var}
+            scalars |= {"losses/entropy": entropy, "losses/value_nonfinite_skipped": skipped_value_steps}
+            scalars |= {f"trpo/{key}": value for key, value in diagnostics.items()}
+            for key, value in scalars.items():
+                writer.add_scalar(key, value, global_step)
+            elapsed, left = (datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps))
+            recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
+            search = "taken at try" if diagnostics["line_search_success"] else "rejected after try"
+            print(
+                f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} elapsed {elapsed} "
+                f"left {left} return {recent} kl {diagnostics['kl']:.4f} state kl {diagnostics['max_state_kl']:.3f} "
+                f"step {search} {diagnostics['line_search_iters']} ({np.mean(recent_successes):.0%} of last "
+                f"{len(recent_successes)} taken) entropy {entropy:.2f} bonus {diagnostics['ent_coef']:.3f}"
+                + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
+            )
+            if args.checkpoint_every and iteration % args.checkpoint_every == 0:
+                training_state = {"critic_optimizer": critic_optimizer.state_dict(), "ent_coef": ent_coef}
+                training_state |= {"run_name": run_name, "wandb_id": wandb_id}
+                training_state |= {"iteration": iteration, "global_step": global_step}
+                save_atomically(model_state(actor, critic, return_rms, args) | training_state, checkpoint)
+            if args.eval_every and iteration % args.eval_every == 0:
+                log_evaluation(writer, evaluate(actor, args, device, f"eval at step {global_step}"), global_step)
+    except KeyboardInterrupt:
+        writer.close()
+        resume = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
+        print(f"{script}: stopped at step {global_step} of {total_steps}{resume}", file=sys.stderr)
+        sys.exit(130)
+
+    written = [f"runs/{run_name}"] + [f"videos/{run_name}"] * args.capture_video
     if args.save_model:
-        model_path = f"runs/{run_name}/{args.exp_name}.model"
-        torch.save(model_state(actor, critic, return_rms, args), model_path)
-        print(f"model saved to {model_path}")
-    eval_returns = final_evaluation(actor, args, device, run_name, writer, global_step)
+        written.append(f"runs/{run_name}/{args.exp_name}.model")
+        torch.save(model_state(actor, critic, return_rms, args), written[-1])
+    eval_returns = evaluate(actor, args, device, "eval", video_name)
+    log_evaluation(writer, eval_returns, global_step, final=True)
     envs.close()
     writer.close()
+    print(f"wrote {', '.join(written)}")
     return eval_returns
 
 

@@ -12,18 +12,18 @@ Every iteration collects num_steps x num_envs transitions, then
      on the GAE returns.
 """
 
-import glob
+import datetime
 import math
 import os
 import pickle
 import random
 import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
 
-import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
@@ -34,11 +34,10 @@ from torch.distributions.kl import kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
-# ALE's ids (ALE/Breakout-v5, ...) are registered only once ale-py is imported.
-gym.register_envs(ale_py)
-
 # The line search gives up after this many tries, at backtrack_coeff**9 of the full step.
 BACKTRACK_ITERS = 10
+# What a line search that found no step reports: the KL is NaN, never 0, so no step is mistaken for a tiny one.
+FAILED_SEARCH = {"line_search_success": 0.0, "step_fraction": 0.0, "kl": math.nan, "actual_improvement": 0.0}
 # The adaptive entropy bonus: log(ent_coef) moves by ENT_COEF_RATE * (target - entropy per action
 # dimension) per update, fast enough to wind up before the first updates shrink the std below the
 # target, and stays in [MIN_ENT_COEF, MAX_ENT_COEF], bounding the wind-up while the trust region
@@ -46,6 +45,8 @@ BACKTRACK_ITERS = 10
 ENT_COEF_RATE, MIN_ENT_COEF, MAX_ENT_COEF = 2.0, 1e-4, 0.1
 # The critic is wider than the actor: its fit is not bounded by a trust region, and its cost is small.
 ACTOR_WIDTH, CRITIC_WIDTH = 64, 256
+# Much less noise at the start than std 1 (std 0.37): a noisy start leaves HalfCheetah seeds in a poor gait.
+LOG_STD_INIT = -1.0
 
 
 @dataclass
@@ -68,9 +69,9 @@ class Args:
     """if toggled, save the networks and normalization statistics to runs/{run_name}/{exp_name}.model"""
 
     env_id: str = "HalfCheetah-v5"
-    """the id of a gymnasium env with Box actions and Box observations"""
+    """the id of a gymnasium env with Box actions and flat Box observations"""
     total_timesteps: int = 1_000_000
-    """total environment steps over all envs"""
+    """total environment steps over all envs (rounded down to whole iterations)"""
     num_envs: int = 4
     """the number of parallel environments"""
     num_steps: int = 512
@@ -84,23 +85,18 @@ class Args:
     # that is too long costs a learned gait.
     max_kl: float = 0.04
     """the trust region radius at the start: the largest mean KL(old || new) a step may reach"""
-    final_max_kl: float | None = 0.01
-    """the trust region radius shrinks linearly from max_kl to this over training (None: constant max_kl)"""
+    final_max_kl: float = 0.01
+    """the trust region radius shrinks linearly from max_kl to this over training (equal to max_kl: constant)"""
     cg_iters: int = 10
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
-    fvp_subsample: float = 1.0
-    """fraction of the batch used for Fisher-vector products"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by this factor"""
     # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
     # the std, and a seed whose noise runs out early stops exploring.
     target_entropy: float | None = 0.0
     """the entropy bonus keeps the policy's entropy per action dimension above this many nats (0: std 0.24); None: no bonus"""
-    # Much less noise at the start than std 1: a noisy start leaves HalfCheetah seeds in a poor gait.
-    log_std_init: float = -1.0
-    """the initial log standard deviation of the Gaussian policy (std 0.37 at -1), the same for every action dimension"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
     vf_epochs: int = 10
@@ -131,13 +127,8 @@ def make_env(env_id, idx, capture_video, run_name):
     def thunk():
         if capture_video and idx == 0:
             env = gym.make(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
-        else:
-            env = gym.make(env_id)
-        # The networks take flat vectors: observations of more dimensions (ALE's frames) are flattened.
-        if isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) > 1:
-            env = gym.wrappers.FlattenObservation(env)
-        return env
+            return gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        return gym.make(env_id)
 
     return thunk
 
@@ -160,12 +151,12 @@ def mlp(in_dim, out_dim, width, out_std):
 
 
 class Actor(nn.Module):
-    def __init__(self, obs_dim, action_dim, log_std_init=0.0):
+    def __init__(self, obs_dim, action_dim):
         super().__init__()
         # A small output gain: every mean action starts near 0.
         self.mean = mlp(obs_dim, action_dim, ACTOR_WIDTH, out_std=0.01)
         # State-independent log standard deviation, one per action dimension.
-        self.log_std = nn.Parameter(torch.full((action_dim,), log_std_init))
+        self.log_std = nn.Parameter(torch.full((action_dim,), LOG_STD_INIT))
 
     def forward(self, obs):
         """Mean and log-std of the Gaussian policy, both of shape (batch, action_dim)."""
@@ -213,34 +204,13 @@ class RunningMeanStd:
         self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
 
 
-def numpy_forward_fn(net):
-    """A numpy snapshot of an mlp(): x -> net(x) for numpy arrays, equal to float32 rounding.
+def sample_action(mean, log_std):
+    """Sample a ~ N(mean, exp(log_std)^2) for each row.
 
-    The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
-    several times the arithmetic, and numpy's a fraction of torch's. The weights change only in
-    the update, so one snapshot serves a whole rollout."""
-    if [type(layer) for layer in net] != [nn.Linear, nn.Tanh, nn.Linear, nn.Tanh, nn.Linear]:
-        raise TypeError(f"numpy_forward_fn has a numpy version of mlp()'s layers only, not of {net}")
-    linears = [
-        (layer.weight.detach().cpu().numpy().T.copy(), layer.bias.detach().cpu().numpy().copy())
-        for layer in net
-        if isinstance(layer, nn.Linear)
-    ]
-
-    def forward(x):
-        for i, (weight_t, bias) in enumerate(linears):
-            x = x @ weight_t + bias
-            x = np.tanh(x) if i < len(linears) - 1 else x
-        return x
-
-    return forward
-
-
-def sample_action(mean, std):
-    """Sample a = mean + std * noise for each row of a numpy array of means, std the standard deviations.
-
-    The log-probs pi_old(a|s) are computed after the rollout in one batched torch pass."""
-    return mean + std * np.random.standard_normal(mean.shape)
+    Written out rather than through torch.distributions.Normal, whose construction costs more than
+    the rest of the step at rollout batch sizes. The log-probs pi_old(a|s) are computed after the
+    rollout in one batched pass, since the policy does not change during it."""
+    return mean + log_std.exp() * torch.randn_like(mean)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
@@ -268,13 +238,11 @@ def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef)
     return (ratio * advantages).mean() + ent_coef * dist.entropy().sum(-1).mean()
 
 
-def adapt_entropy_coef(ent_coef, entropy_per_dim, target_entropy):
-    """The entropy bonus for the next update: multiplied by exp(ENT_COEF_RATE * (target - entropy)),
-    so it grows while the entropy is below target_entropy and shrinks to MIN_ENT_COEF above it."""
-    if target_entropy is None:
-        return 0.0
-    gap = target_entropy - entropy_per_dim
-    return min(max(ent_coef * math.exp(ENT_COEF_RATE * gap), MIN_ENT_COEF), MAX_ENT_COEF)
+def adapt_entropy_coef(ent_coef, entropy_gap):
+    """The entropy bonus for the next update, ent_coef * exp(ENT_COEF_RATE * entropy_gap) within
+    [MIN_ENT_COEF, MAX_ENT_COEF]: it grows while the entropy is below its target (entropy_gap > 0, in
+    nats per action dimension) and shrinks above it."""
+    return min(max(ent_coef * math.exp(ENT_COEF_RATE * entropy_gap), MIN_ENT_COEF), MAX_ENT_COEF)
 
 
 def mean_kl(actor, obs, old_mean, old_log_std):
@@ -330,9 +298,10 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_coeff):
     """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
     mean KL is at most max_kl and whose objective beats old_objective = objective_fn() at theta_old.
-    On failure theta_old is restored.
+    On failure theta_old is restored and the KL is NaN.
 
-    Returns (success, step_fraction, iterations, kl, actual_improvement); kl is NaN on failure."""
+    Returns the diagnostics logged under trpo/: line_search_success, line_search_iters, step_fraction,
+    kl and actual_improvement."""
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         for k in range(BACKTRACK_ITERS):
@@ -342,12 +311,13 @@ def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, ba
             kl = kl_fn().item()
             # NaN fails both comparisons, so a non-finite trial step is never accepted.
             if kl <= max_kl and improvement > 0:
-                return True, step_fraction, k + 1, kl, improvement
+                diagnostics = {"line_search_success": 1.0, "step_fraction": step_fraction, "kl": kl}
+                return diagnostics | {"line_search_iters": k + 1, "actual_improvement": improvement}
         vector_to_parameters(old_params, actor.parameters())
-    return False, 0.0, BACKTRACK_ITERS, float("nan"), 0.0
+    return FAILED_SEARCH | {"line_search_iters": BACKTRACK_ITERS}
 
 
-def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args):
+def trpo_step(actor, objective_fn, kl_fn, obs, max_kl, args):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
@@ -357,26 +327,16 @@ def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args):
     the damping only regularizes the solve, and counting it would make every step shorter than max_kl allows."""
     objective = objective_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
-    fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
+    fisher_vector_product = fisher_vector_product_fn(actor, obs)
     damped_fvp = lambda v: fisher_vector_product(v) + args.cg_damping * v
     step_direction = conjugate_gradient(damped_fvp, policy_gradient, args.cg_iters)
     curvature = step_direction @ fisher_vector_product(step_direction)
     full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
-    finite = bool(torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0)
-    success, step_fraction, iters, kl, actual_improvement = False, 0.0, 0, math.nan, 0.0
-    if finite:
-        success, step_fraction, iters, kl, actual_improvement = line_search(
-            actor, objective_fn, kl_fn, full_step, objective.item(), max_kl, args.backtrack_coeff
-        )
-    return {
-        "kl": kl,
-        "expected_improvement": step_fraction * (policy_gradient @ full_step).item() if finite else 0.0,
-        "actual_improvement": actual_improvement,
-        "line_search_success": float(success),
-        "line_search_iters": iters,
-        "step_fraction": step_fraction,
-        "nonfinite_skipped": float(not finite),
-    }
+    if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
+        return FAILED_SEARCH | {"line_search_iters": 0, "expected_improvement": 0.0, "nonfinite_skipped": 1.0}
+    diagnostics = line_search(actor, objective_fn, kl_fn, full_step, objective.item(), max_kl, args.backtrack_coeff)
+    expected_improvement = diagnostics["step_fraction"] * (policy_gradient @ full_step).item()
+    return diagnostics | {"expected_improvement": expected_improvement, "nonfinite_skipped": 0.0}
 
 
 def fit_critic(critic, optimizer, obs, returns, args):
@@ -404,9 +364,10 @@ def fit_critic(critic, optimizer, obs, returns, args):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
-def evaluate(actor, obs_rms, args, device, video_name=None):
+def evaluate(actor, obs_rms, args, device, label, video_name=None):
     """args.eval_episodes episodes of the actor's mean action on an env of its own, observations
-    normalized with frozen statistics, recorded into videos/{video_name} if given; returns their returns.
+    normalized with frozen statistics, recorded into videos/{video_name} if given; prints
+    "{label}: mean return ..." and returns the episodes' returns.
 
     Its env is seeded with seed + 10_000 and it draws from no global random generator, so every
     evaluation starts from the same states and evaluating during training leaves the run unchanged."""
@@ -415,7 +376,7 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
     obs, _ = env.reset(seed=args.seed + 10_000)
     while len(episodic_returns) < args.eval_episodes:
         obs = obs_rms.normalize(obs) if obs_rms is not None else obs
-        with torch.no_grad():
+        with torch.inference_mode():
             action, _ = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
         action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high)
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -426,30 +387,16 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
             if len(episodic_returns) < args.eval_episodes:  # a reset after the last would start a one-frame video
                 obs, _ = env.reset()
     env.close()
+    mean, std = np.mean(episodic_returns), np.std(episodic_returns)
+    print(f"{label}: mean return {mean:.2f} +- {std:.2f} over {len(episodic_returns)} episodes")
     return episodic_returns
 
 
-def final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step):
-    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
-    logged episode by episode and as the last point of the evaluation curve, printed, uploaded with --track."""
-    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
-    for i, episodic_return in enumerate(eval_returns if writer is not None else []):
+def log_evaluation(writer, episodic_returns, global_step, final=False):
+    """An evaluation as a point of the curve eval/episodic_return; the final one also episode by episode."""
+    writer.add_scalar("eval/episodic_return", np.mean(episodic_returns), global_step)
+    for i, episodic_return in enumerate(episodic_returns if final else []):
         writer.add_scalar("eval/final_episodic_return", episodic_return, i)
-    print(f"eval: {log_evaluation(writer, eval_returns, global_step, args)}")
-    if writer is not None and args.track and args.capture_video:
-        import wandb
-
-        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-            wandb.log({"videos": wandb.Video(video)})
-    return eval_returns
-
-
-def log_evaluation(writer, episodic_returns, global_step, args):
-    """Log an evaluation as a point of the evaluation curve; return its one-line summary."""
-    summary = f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
-    if writer is not None:
-        writer.add_scalar("eval/episodic_return", np.mean(episodic_returns), global_step)
-    return summary
 
 
 def save_model(path, args, actor, critic, obs_rms, return_rms):
@@ -458,13 +405,13 @@ def save_model(path, args, actor, critic, obs_rms, return_rms):
     for name, rms in (("obs_rms", obs_rms), ("return_rms", return_rms)):
         model[name] = rms.state_dict() if rms is not None else None
     torch.save(model, path)
-    print(f"model saved to {path}")
 
 
 def load_model(path, observation_space, action_space):
-    """(actor, obs_rms) from a --save-model file; raises ValueError saying why it cannot be used here."""
+    """(actor, obs_rms) from a --save-model file; raises ValueError saying why it cannot be used here.
+    weights_only: unpickling reads tensors and plain containers only and never runs code from the file."""
     try:
-        checkpoint = torch.load(path, map_location="cpu")
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
@@ -476,8 +423,6 @@ def load_model(path, observation_space, action_space):
         if checkpoint["obs_rms"] is not None:
             obs_rms = RunningMeanStd(observation_space.shape)
             obs_rms.load_state_dict(checkpoint["obs_rms"])
-            if obs_rms.mean.shape != observation_space.shape:
-                raise ValueError("observation statistics of another shape")
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
@@ -495,6 +440,7 @@ def start_logging(args, run_name):
             sync_tensorboard=True,
             config=vars(args),
             name=run_name,
+            monitor_gym=True,  # uploads what RecordVideo records
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
@@ -508,21 +454,18 @@ def check_inputs(args):
     run can use. Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
     inf, batch_size = math.inf, args.num_envs * args.num_steps
     requirements = [
+        ("/" not in args.exp_name, "exp_name must not contain '/' (it names files in the run folder)"),
         (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
         (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
         (batch_size >= 2, "num_envs * num_steps must be at least 2 (advantages are normalized)"),
         (args.total_timesteps >= batch_size, "total_timesteps must be at least num_envs * num_steps"),
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
         (0 < args.max_kl < inf, "max_kl must be positive and finite"),
-        (
-            args.final_max_kl is None or 0 <= args.final_max_kl <= args.max_kl,
-            f"final_max_kl ({args.final_max_kl}) must be in [0, max_kl] ({args.max_kl}); None keeps max_kl constant",
-        ),
         (args.cg_iters >= 1 and 0 <= args.cg_damping < inf, "cg_iters must be >= 1, cg_damping >= 0 and finite"),
-        (0 < args.fvp_subsample <= 1, "fvp_subsample must be in (0, 1]"),
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
-        (args.target_entropy is None or abs(args.target_entropy) < inf, "target_entropy must be finite"),
-        (abs(args.log_std_init) < inf, "log_std_init must be finite"),
+        (0 <= args.final_max_kl <= args.max_kl, f"final_max_kl must be in [0, max_kl = {args.max_kl}]"),
+        # A Gaussian's entropy per dimension is 1.42 + log std nats: a target beyond this range is no floor.
+        (args.target_entropy is None or abs(args.target_entropy) <= 20, "target_entropy must be in [-20, 20]"),
         (0 < args.vf_lr < inf and args.vf_epochs >= 1, "vf_lr must be positive and finite, vf_epochs at least 1"),
         (1 <= args.vf_minibatches <= batch_size, "vf_minibatches must be in [1, num_envs * num_steps]"),
         (args.eval_episodes >= 1 and args.eval_every >= 0, "eval_episodes must be >= 1 and eval_every >= 0"),
@@ -537,8 +480,20 @@ def check_inputs(args):
     env.close()
     obs_space, action_space = env.observation_space, env.action_space
     spaces_fit = isinstance(action_space, gym.spaces.Box) and isinstance(obs_space, gym.spaces.Box)
-    if not spaces_fit:
-        raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need Box, Box")
+    if not spaces_fit or len(obs_space.shape) != 1:
+        need = "Box actions, flat Box observations"
+        raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need {need}")
+    if args.capture_video:  # a renderer that fails would otherwise fail after the run folder exists
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                env = gym.make(args.env_id, render_mode="rgb_array")
+                env.reset(seed=args.seed)
+                env.render()
+                env.close()
+        except Exception as e:
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
     return obs_space, action_space
 
 
@@ -556,9 +511,10 @@ def main(args):
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
 
+    video_name = f"{run_name}/eval" if args.capture_video else None  # the final evaluation's
     if model is not None:
         actor, obs_rms = model
-        return final_evaluation(actor.to(device), obs_rms, args, device, run_name, None, 0)
+        return evaluate(actor.to(device), obs_rms, args, device, "eval", video_name)
 
     envs = gym.vector.SyncVectorEnv(
         [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
@@ -568,13 +524,17 @@ def main(args):
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     writer = start_logging(args, run_name)
+    total_steps = args.num_iterations * args.batch_size
+    print(
+        f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    )
 
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     obs_shape, action_shape = observation_space.shape, action_space.shape
     action_dim = int(np.prod(action_shape))
-    actor = Actor(np.prod(obs_shape), action_dim, args.log_std_init).to(device)
+    actor = Actor(np.prod(obs_shape), action_dim).to(device)
     critic = Critic(np.prod(obs_shape), CRITIC_WIDTH).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
@@ -587,8 +547,7 @@ def main(args):
             obs_rms.update(obs)
         return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
 
-    def to_tensor(array):
-        return torch.as_tensor(array, device=device)
+    to_tensor = partial(torch.as_tensor, device=device)
 
     # Rollout storage, (num_steps, num_envs, ...): numpy while acting (a numpy write costs far less
     # than a torch one at this size), moved to torch once per rollout.
@@ -604,90 +563,97 @@ def main(args):
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
-    for iteration in range(1, args.num_iterations + 1):
-        mean_snapshot = numpy_forward_fn(actor.mean)
-        std = actor.log_std.detach().exp().cpu().numpy()
-        for step in range(args.num_steps):
-            global_step += args.num_envs
-            observations[step] = next_obs
-            actions[step] = sample_action(mean_snapshot(next_obs), std)
-            # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample.
-            clipped_actions = np.clip(actions[step], action_space.low, action_space.high)
-            next_obs, reward, terminations, truncations, infos = envs.step(clipped_actions)
-            if return_rms is not None:
-                discounted_return = discounted_return * args.gamma + reward
-                return_rms.update(discounted_return)
-                reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
-                discounted_return[terminations | truncations] = 0.0
-            # Truncation is not termination: a time-limit cut keeps the value of the state it
-            # stopped in, r + gamma * V(final obs); the transition then counts as done.
-            truncated = truncations & ~terminations
-            if truncated.any():
-                final_obs = normalize(np.stack(infos["final_obs"][truncated]))
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                observations[step] = next_obs
                 with torch.inference_mode():
-                    reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
-            rewards[step], dones[step] = reward, terminations | truncations
-            next_obs = normalize(next_obs, update_stats=True)
-            for i in np.flatnonzero(infos.get("_episode", [])):
-                recent_returns.append(infos["episode"]["r"][i])
-                writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
-                writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
+                    actions[step] = sample_action(*actor(to_tensor(next_obs))).cpu().numpy()
+                # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample.
+                clipped_actions = np.clip(actions[step], action_space.low, action_space.high)
+                next_obs, reward, terminations, truncations, infos = envs.step(clipped_actions)
+                if return_rms is not None:
+                    discounted_return = discounted_return * args.gamma + reward
+                    return_rms.update(discounted_return)
+                    reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
+                    discounted_return[terminations | truncations] = 0.0
+                # Truncation is not termination: a time-limit cut keeps the value of the state it
+                # stopped in, r + gamma * V(final obs); the transition then counts as done.
+                truncated = truncations & ~terminations
+                if truncated.any():
+                    final_obs = normalize(np.stack(infos["final_obs"][truncated]))
+                    with torch.inference_mode():
+                        reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
+                rewards[step], dones[step] = reward, terminations | truncations
+                next_obs = normalize(next_obs, update_stats=True)
+                for i in np.flatnonzero(infos.get("_episode", [])):
+                    recent_returns.append(infos["episode"]["r"][i])
+                    writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
+                    writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
 
-        with torch.no_grad():  # V(s_t) of the whole rollout in one pass: the critic is fixed until its fit
-            values = critic(to_tensor(observations)).cpu().numpy()
-            next_value = critic(to_tensor(next_obs)).cpu().numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
-        batch = (observations, actions, advantages, returns, values)
-        b_obs, b_actions, b_advantages, b_returns, b_values = (to_tensor(x).flatten(0, 1) for x in batch)
-        b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+            with torch.no_grad():  # V(s_t) of the whole rollout in one pass: the critic is fixed until its fit
+                values = critic(to_tensor(observations)).cpu().numpy()
+                next_value = critic(to_tensor(next_obs)).cpu().numpy()
+            advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+            # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+            batch = (observations, actions, advantages, returns, values)
+            b_obs, b_actions, b_advantages, b_returns, b_values = (to_tensor(x).flatten(0, 1) for x in batch)
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
-        with torch.no_grad():  # pi_old: the actor as it was during the rollout
-            old_mean, old_log_std = actor(b_obs)
-            old_dist = Normal(old_mean, old_log_std.exp())
-            b_logprobs, entropy = old_dist.log_prob(b_actions).sum(-1), old_dist.entropy().sum(-1).mean().item()
-        # The radius shrinks linearly as the share of training still ahead falls from 1 to 0.
-        remaining = 1 - (iteration - 1) / args.num_iterations
-        final_max_kl = args.max_kl if args.final_max_kl is None else args.final_max_kl
-        max_kl = final_max_kl + (args.max_kl - final_max_kl) * remaining
-        ent_coef = adapt_entropy_coef(ent_coef, entropy / action_dim, args.target_entropy)
-        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
-        kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
-        fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
-        fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
-        diagnostics = trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args)
-        recent_successes.append(diagnostics["line_search_success"])
+            with torch.no_grad():  # pi_old: the actor as it was during the rollout
+                old_mean, old_log_std = actor(b_obs)
+                old_dist = Normal(old_mean, old_log_std.exp())
+                b_logprobs, entropy = old_dist.log_prob(b_actions).sum(-1), old_dist.entropy().sum(-1).mean().item()
+            # The radius shrinks linearly as the share of training still ahead falls from 1 to 0.
+            remaining = 1 - (iteration - 1) / args.num_iterations
+            max_kl = args.final_max_kl + (args.max_kl - args.final_max_kl) * remaining
+            if args.target_entropy is not None:
+                ent_coef = adapt_entropy_coef(ent_coef, args.target_entropy - entropy / action_dim)
+            objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
+            kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
+            diagnostics = trpo_step(actor, objective_fn, kl_fn, b_obs, max_kl, args)
+            diagnostics |= {"ent_coef": ent_coef, "max_kl": max_kl}
+            recent_successes.append(diagnostics["line_search_success"])
 
-        value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
+            value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
 
-        returns_var = b_returns.var()
-        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
-        sps = int(global_step / (time.time() - start_time))
-        writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar("losses/value_loss", value_loss, global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("losses/entropy", entropy, global_step)
-        writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
-        writer.add_scalar("trpo/ent_coef", ent_coef, global_step)
-        writer.add_scalar("trpo/max_kl", max_kl, global_step)
-        for key, value in diagnostics.items():
-            writer.add_scalar(f"trpo/{key}", value, global_step)
-        recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
-        print(
-            f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
-            f"ls {'ok' if diagnostics['line_search_success'] else 'FAIL'} ({diagnostics['line_search_iters']} it, "
-            f"{np.mean(recent_successes):.0%} ok) kl {diagnostics['kl']:.4f} entropy {entropy:.2f} bonus {ent_coef:.4f}"
-            + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
-        )
-        if args.eval_every and iteration % args.eval_every == 0:
-            eval_returns = evaluate(actor, obs_rms, args, device)
-            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step, args)}")
+            returns_var = b_returns.var()
+            explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else math.nan
+            elapsed = time.time() - start_time
+            sps = max(int(global_step / elapsed), 1)
+            scalars = {"charts/SPS": sps, "losses/value_loss": value_loss, "losses/explained_variance": explained_var}
+            scalars |= {"losses/entropy": entropy, "losses/value_nonfinite_skipped": skipped_value_steps}
+            scalars |= {f"trpo/{key}": value for key, value in diagnostics.items()}
+            for key, value in scalars.items():
+                writer.add_scalar(key, value, global_step)
+            elapsed, left = (datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps))
+            recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
+            search = "taken at try" if diagnostics["line_search_success"] else "rejected after try"
+            print(
+                f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} elapsed {elapsed} "
+                f"left {left} return {recent} kl {diagnostics['kl']:.4f} step {search} "
+                f"{diagnostics['line_search_iters']} ({np.mean(recent_successes):.0%} of last {len(recent_successes)} taken) "
+                f"entropy {entropy:.2f} bonus {ent_coef:.4f}"
+                + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
+            )
+            if args.eval_every and iteration % args.eval_every == 0:
+                eval_returns = evaluate(actor, obs_rms, args, device, f"eval at step {global_step}")
+                log_evaluation(writer, eval_returns, global_step)
+    except KeyboardInterrupt:
+        writer.close()
+        print(f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}", file=sys.stderr)
+        sys.exit(130)
 
+    written = [f"runs/{run_name}"] + [f"videos/{run_name}"] * args.capture_video
     if args.save_model:
-        save_model(f"runs/{run_name}/{args.exp_name}.model", args, actor, critic, obs_rms, return_rms)
-    eval_returns = final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step)
+        written.append(f"runs/{run_name}/{args.exp_name}.model")
+        save_model(written[-1], args, actor, critic, obs_rms, return_rms)
+    eval_returns = evaluate(actor, obs_rms, args, device, "eval", video_name)
+    log_evaluation(writer, eval_returns, global_step, final=True)
     envs.close()
     writer.close()
+    print(f"wrote {', '.join(written)}")
     return eval_returns
 
 

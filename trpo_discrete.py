@@ -10,18 +10,18 @@ Every iteration collects num_steps x num_envs transitions, then
      on the GAE returns.
 """
 
-import glob
+import datetime
 import math
 import os
 import pickle
 import random
 import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
 
-import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
@@ -32,11 +32,10 @@ from torch.distributions.kl import kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
-# ALE's ids (ALE/Breakout-v5, ...) are registered only once ale-py is imported.
-gym.register_envs(ale_py)
-
 # The line search gives up after this many tries, at backtrack_coeff**9 of the full step.
 BACKTRACK_ITERS = 10
+# What a line search that found no step reports: the KL is NaN, never 0, so no step is mistaken for a tiny one.
+FAILED_SEARCH = {"line_search_success": 0.0, "step_fraction": 0.0, "kl": math.nan, "actual_improvement": 0.0}
 
 
 @dataclass
@@ -59,9 +58,9 @@ class Args:
     """if toggled, save the networks and normalization statistics to runs/{run_name}/{exp_name}.model"""
 
     env_id: str = "CartPole-v1"
-    """the id of a gymnasium env with Discrete actions and Box observations"""
+    """the id of a gymnasium env with Discrete actions and flat Box observations"""
     total_timesteps: int = 100_000
-    """total environment steps over all envs"""
+    """total environment steps over all envs (rounded down to whole iterations)"""
     num_envs: int = 4
     """the number of parallel environments"""
     num_steps: int = 512
@@ -76,8 +75,6 @@ class Args:
     """conjugate gradient iterations"""
     cg_damping: float = 0.1
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
-    fvp_subsample: float = 1.0
-    """fraction of the batch used for Fisher-vector products"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by this factor"""
     ent_coef: float = 0.0
@@ -96,8 +93,6 @@ class Args:
     """if positive, evaluate the current policy every this many iterations, logged against global_step"""
     eval_only: str | None = None
     """a .model file saved with --save-model: evaluate (and with --capture-video record) it instead of training"""
-    success_threshold: float | None = None
-    """if set, evaluations also report the share of episodes whose return reaches it (MountainCar-v0: -150)"""
 
     # Computed at runtime, not flags.
     batch_size: int = field(default=0, init=False)
@@ -110,13 +105,8 @@ def make_env(env_id, idx, capture_video, run_name):
     def thunk():
         if capture_video and idx == 0:
             env = gym.make(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
-        else:
-            env = gym.make(env_id)
-        # The networks take flat vectors: observations of more dimensions (ALE's frames) are flattened.
-        if isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) > 1:
-            env = gym.wrappers.FlattenObservation(env)
-        return env
+            return gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        return gym.make(env_id)
 
     return thunk
 
@@ -185,36 +175,14 @@ class RunningMeanStd:
         self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
 
 
-def numpy_forward_fn(net):
-    """A numpy snapshot of an mlp(): x -> net(x) for numpy arrays, equal to float32 rounding.
-
-    The rollout acts through it: at a rollout step's few rows, torch's overhead per call costs
-    several times the arithmetic, and numpy's a fraction of torch's. The weights change only in
-    the update, so one snapshot serves a whole rollout."""
-    if [type(layer) for layer in net] != [nn.Linear, nn.Tanh, nn.Linear, nn.Tanh, nn.Linear]:
-        raise TypeError(f"numpy_forward_fn has a numpy version of mlp()'s layers only, not of {net}")
-    linears = [
-        (layer.weight.detach().cpu().numpy().T.copy(), layer.bias.detach().cpu().numpy().copy())
-        for layer in net
-        if isinstance(layer, nn.Linear)
-    ]
-
-    def forward(x):
-        for i, (weight_t, bias) in enumerate(linears):
-            x = x @ weight_t + bias
-            x = np.tanh(x) if i < len(linears) - 1 else x
-        return x
-
-    return forward
-
-
 def sample_action(logits):
-    """Sample a ~ softmax(logits) for each row of a numpy array of logits.
+    """Sample a ~ softmax(logits) for each row, by inverse CDF.
 
-    Gumbel-max trick: argmax(logits + g) with g = -log(-log(u)), u ~ U(0, 1), is distributed as
-    softmax(logits), at a fraction of torch.distributions.Categorical's cost for a few rows. The
-    log-probs pi_old(a|s) are computed after the rollout in one batched torch pass."""
-    return (logits - np.log(-np.log(np.random.random(logits.shape)))).argmax(-1)
+    Written out rather than through torch.distributions.Categorical, whose construction costs
+    more than the rest of the step at rollout batch sizes. The log-probs pi_old(a|s) are computed
+    after the rollout in one batched pass, since the policy does not change during it."""
+    cumulative = torch.softmax(logits, dim=-1).cumsum(-1)
+    return (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1).clamp(max=logits.shape[-1] - 1)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
@@ -293,9 +261,10 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_coeff):
     """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
     mean KL is at most max_kl and whose objective beats old_objective = objective_fn() at theta_old.
-    On failure theta_old is restored.
+    On failure theta_old is restored and the KL is NaN.
 
-    Returns (success, step_fraction, iterations, kl, actual_improvement); kl is NaN on failure."""
+    Returns the diagnostics logged under trpo/: line_search_success, line_search_iters, step_fraction,
+    kl and actual_improvement."""
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         for k in range(BACKTRACK_ITERS):
@@ -305,12 +274,13 @@ def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, ba
             kl = kl_fn().item()
             # NaN fails both comparisons, so a non-finite trial step is never accepted.
             if kl <= max_kl and improvement > 0:
-                return True, step_fraction, k + 1, kl, improvement
+                diagnostics = {"line_search_success": 1.0, "step_fraction": step_fraction, "kl": kl}
+                return diagnostics | {"line_search_iters": k + 1, "actual_improvement": improvement}
         vector_to_parameters(old_params, actor.parameters())
-    return False, 0.0, BACKTRACK_ITERS, float("nan"), 0.0
+    return FAILED_SEARCH | {"line_search_iters": BACKTRACK_ITERS}
 
 
-def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args):
+def trpo_step(actor, objective_fn, kl_fn, obs, max_kl, args):
     """One trust-region step on the actor; returns the diagnostics logged under trpo/.
 
     g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
@@ -320,26 +290,16 @@ def trpo_step(actor, objective_fn, kl_fn, fvp_obs, max_kl, args):
     the damping only regularizes the solve, and counting it would make every step shorter than max_kl allows."""
     objective = objective_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
-    fisher_vector_product = fisher_vector_product_fn(actor, fvp_obs)
+    fisher_vector_product = fisher_vector_product_fn(actor, obs)
     damped_fvp = lambda v: fisher_vector_product(v) + args.cg_damping * v
     step_direction = conjugate_gradient(damped_fvp, policy_gradient, args.cg_iters)
     curvature = step_direction @ fisher_vector_product(step_direction)
     full_step = torch.sqrt(2 * max_kl / curvature) * step_direction
-    finite = bool(torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0)
-    success, step_fraction, iters, kl, actual_improvement = False, 0.0, 0, math.nan, 0.0
-    if finite:
-        success, step_fraction, iters, kl, actual_improvement = line_search(
-            actor, objective_fn, kl_fn, full_step, objective.item(), max_kl, args.backtrack_coeff
-        )
-    return {
-        "kl": kl,
-        "expected_improvement": step_fraction * (policy_gradient @ full_step).item() if finite else 0.0,
-        "actual_improvement": actual_improvement,
-        "line_search_success": float(success),
-        "line_search_iters": iters,
-        "step_fraction": step_fraction,
-        "nonfinite_skipped": float(not finite),
-    }
+    if not (torch.isfinite(objective) and torch.isfinite(full_step).all() and curvature > 0):
+        return FAILED_SEARCH | {"line_search_iters": 0, "expected_improvement": 0.0, "nonfinite_skipped": 1.0}
+    diagnostics = line_search(actor, objective_fn, kl_fn, full_step, objective.item(), max_kl, args.backtrack_coeff)
+    expected_improvement = diagnostics["step_fraction"] * (policy_gradient @ full_step).item()
+    return diagnostics | {"expected_improvement": expected_improvement, "nonfinite_skipped": 0.0}
 
 
 def fit_critic(critic, optimizer, obs, returns, args):
@@ -367,9 +327,10 @@ def fit_critic(critic, optimizer, obs, returns, args):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
-def evaluate(actor, obs_rms, args, device, video_name=None):
+def evaluate(actor, obs_rms, args, device, label, video_name=None):
     """args.eval_episodes greedy (argmax) episodes of the actor on an env of its own, observations
-    normalized with frozen statistics, recorded into videos/{video_name} if given; returns their returns.
+    normalized with frozen statistics, recorded into videos/{video_name} if given; prints
+    "{label}: mean return ..." and returns the episodes' returns.
 
     Its env is seeded with seed + 10_000 and it draws from no global random generator, so every
     evaluation starts from the same states and evaluating during training leaves the run unchanged."""
@@ -378,7 +339,7 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
     obs, _ = env.reset(seed=args.seed + 10_000)
     while len(episodic_returns) < args.eval_episodes:
         obs = obs_rms.normalize(obs) if obs_rms is not None else obs
-        with torch.no_grad():
+        with torch.inference_mode():
             action = actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).argmax().item()
         obs, reward, terminated, truncated, _ = env.step(action)
         episodic_return += reward
@@ -388,35 +349,16 @@ def evaluate(actor, obs_rms, args, device, video_name=None):
             if len(episodic_returns) < args.eval_episodes:  # a reset after the last would start a one-frame video
                 obs, _ = env.reset()
     env.close()
+    mean, std = np.mean(episodic_returns), np.std(episodic_returns)
+    print(f"{label}: mean return {mean:.2f} +- {std:.2f} over {len(episodic_returns)} episodes")
     return episodic_returns
 
 
-def final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step):
-    """The evaluation after training (or of an --eval-only model, writer None), recorded with --capture-video:
-    logged episode by episode and as the last point of the evaluation curve, printed, uploaded with --track."""
-    eval_returns = evaluate(actor, obs_rms, args, device, f"{run_name}/eval" if args.capture_video else None)
-    for i, episodic_return in enumerate(eval_returns if writer is not None else []):
+def log_evaluation(writer, episodic_returns, global_step, final=False):
+    """An evaluation as a point of the curve eval/episodic_return; the final one also episode by episode."""
+    writer.add_scalar("eval/episodic_return", np.mean(episodic_returns), global_step)
+    for i, episodic_return in enumerate(episodic_returns if final else []):
         writer.add_scalar("eval/final_episodic_return", episodic_return, i)
-    print(f"eval: {log_evaluation(writer, eval_returns, global_step, args)}")
-    if writer is not None and args.track and args.capture_video:
-        import wandb
-
-        for video in sorted(glob.glob(f"videos/{run_name}/**/*.mp4", recursive=True)):
-            wandb.log({"videos": wandb.Video(video)})
-    return eval_returns
-
-
-def log_evaluation(writer, episodic_returns, global_step, args):
-    """Log an evaluation as a point of the evaluation curve (and its success rate); return its one-line summary."""
-    summary = f"mean return {np.mean(episodic_returns):.2f} +- {np.std(episodic_returns):.2f} over {len(episodic_returns)} episodes"
-    if writer is not None:
-        writer.add_scalar("eval/episodic_return", np.mean(episodic_returns), global_step)
-    if args.success_threshold is None:
-        return summary
-    success_rate = np.mean(np.array(episodic_returns) >= args.success_threshold)
-    if writer is not None:
-        writer.add_scalar("eval/success_rate", success_rate, global_step)
-    return summary + f", success rate {success_rate:.0%} (return >= {args.success_threshold:g})"
 
 
 def save_model(path, args, actor, critic, obs_rms):
@@ -424,13 +366,13 @@ def save_model(path, args, actor, critic, obs_rms):
     model = {"actor": actor.state_dict(), "critic": critic.state_dict(), "args": vars(args)}
     model["obs_rms"] = obs_rms.state_dict() if obs_rms is not None else None
     torch.save(model, path)
-    print(f"model saved to {path}")
 
 
 def load_model(path, observation_space, action_space):
-    """(actor, obs_rms) from a --save-model file; raises ValueError saying why it cannot be used here."""
+    """(actor, obs_rms) from a --save-model file; raises ValueError saying why it cannot be used here.
+    weights_only: unpickling reads tensors and plain containers only and never runs code from the file."""
     try:
-        checkpoint = torch.load(path, map_location="cpu")
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
@@ -442,8 +384,6 @@ def load_model(path, observation_space, action_space):
         if checkpoint["obs_rms"] is not None:
             obs_rms = RunningMeanStd(observation_space.shape)
             obs_rms.load_state_dict(checkpoint["obs_rms"])
-            if obs_rms.mean.shape != observation_space.shape:
-                raise ValueError("observation statistics of another shape")
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
@@ -461,6 +401,7 @@ def start_logging(args, run_name):
             sync_tensorboard=True,
             config=vars(args),
             name=run_name,
+            monitor_gym=True,  # uploads what RecordVideo records
             save_code=True,
         )
     writer = SummaryWriter(f"runs/{run_name}")
@@ -474,6 +415,7 @@ def check_inputs(args):
     run can use. Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
     inf, batch_size = math.inf, args.num_envs * args.num_steps
     requirements = [
+        ("/" not in args.exp_name, "exp_name must not contain '/' (it names files in the run folder)"),
         (0 <= args.seed < 2**32, "seed must be in [0, 2**32)"),
         (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
         (batch_size >= 2, "num_envs * num_steps must be at least 2 (advantages are normalized)"),
@@ -481,13 +423,11 @@ def check_inputs(args):
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
         (0 < args.max_kl < inf, "max_kl must be positive and finite"),
         (args.cg_iters >= 1 and 0 <= args.cg_damping < inf, "cg_iters must be >= 1, cg_damping >= 0 and finite"),
-        (0 < args.fvp_subsample <= 1, "fvp_subsample must be in (0, 1]"),
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
         (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
         (0 < args.vf_lr < inf and args.vf_epochs >= 1, "vf_lr must be positive and finite, vf_epochs at least 1"),
         (1 <= args.vf_minibatches <= batch_size, "vf_minibatches must be in [1, num_envs * num_steps]"),
         (args.eval_episodes >= 1 and args.eval_every >= 0, "eval_episodes must be >= 1 and eval_every >= 0"),
-        (args.success_threshold is None or abs(args.success_threshold) < inf, "success_threshold must be finite"),
     ]
     for ok, message in requirements:
         if not ok:
@@ -499,8 +439,20 @@ def check_inputs(args):
     env.close()
     obs_space, action_space = env.observation_space, env.action_space
     spaces_fit = isinstance(action_space, gym.spaces.Discrete) and isinstance(obs_space, gym.spaces.Box)
-    if not spaces_fit:
-        raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need Discrete, Box")
+    if not spaces_fit or len(obs_space.shape) != 1:
+        need = "Discrete actions, flat Box observations (Atari games: trpo_atari.py)"
+        raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need {need}")
+    if args.capture_video:  # a renderer that fails would otherwise fail after the run folder exists
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                env = gym.make(args.env_id, render_mode="rgb_array")
+                env.reset(seed=args.seed)
+                env.render()
+                env.close()
+        except Exception as e:
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
     return obs_space, action_space
 
 
@@ -518,9 +470,10 @@ def main(args):
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
 
+    video_name = f"{run_name}/eval" if args.capture_video else None  # the final evaluation's
     if model is not None:
         actor, obs_rms = model
-        return final_evaluation(actor.to(device), obs_rms, args, device, run_name, None, 0)
+        return evaluate(actor.to(device), obs_rms, args, device, "eval", video_name)
 
     envs = gym.vector.SyncVectorEnv(
         [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
@@ -530,6 +483,10 @@ def main(args):
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     writer = start_logging(args, run_name)
+    total_steps = args.num_iterations * args.batch_size
+    print(
+        f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    )
 
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -545,8 +502,7 @@ def main(args):
             obs_rms.update(obs)
         return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
 
-    def to_tensor(array):
-        return torch.as_tensor(array, device=device)
+    to_tensor = partial(torch.as_tensor, device=device)
 
     # Rollout storage, (num_steps, num_envs, ...): numpy while acting (a numpy write costs far less
     # than a torch one at this size), moved to torch once per rollout.
@@ -561,75 +517,85 @@ def main(args):
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
-    for iteration in range(1, args.num_iterations + 1):
-        actor_snapshot = numpy_forward_fn(actor.net)
-        for step in range(args.num_steps):
-            global_step += args.num_envs
-            observations[step] = next_obs
-            actions[step] = sample_action(actor_snapshot(next_obs))
-            next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
-            # Truncation is not termination: a time-limit cut keeps the value of the state it
-            # stopped in, r + gamma * V(final obs); the transition then counts as done.
-            truncated = truncations & ~terminations
-            if truncated.any():
-                final_obs = normalize(np.stack(infos["final_obs"][truncated]))
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                observations[step] = next_obs
                 with torch.inference_mode():
-                    reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
-            rewards[step], dones[step] = reward, terminations | truncations
-            next_obs = normalize(next_obs, update_stats=True)
-            for i in np.flatnonzero(infos.get("_episode", [])):
-                recent_returns.append(infos["episode"]["r"][i])
-                writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
-                writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
+                    actions[step] = sample_action(actor(to_tensor(next_obs))).cpu().numpy()
+                next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
+                # Truncation is not termination: a time-limit cut keeps the value of the state it
+                # stopped in, r + gamma * V(final obs); the transition then counts as done.
+                truncated = truncations & ~terminations
+                if truncated.any():
+                    final_obs = normalize(np.stack(infos["final_obs"][truncated]))
+                    with torch.inference_mode():
+                        reward[truncated] += args.gamma * critic(to_tensor(final_obs)).cpu().numpy()
+                rewards[step], dones[step] = reward, terminations | truncations
+                next_obs = normalize(next_obs, update_stats=True)
+                for i in np.flatnonzero(infos.get("_episode", [])):
+                    recent_returns.append(infos["episode"]["r"][i])
+                    writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
+                    writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)
 
-        with torch.no_grad():  # V(s_t) of the whole rollout in one pass: the critic is fixed until its fit
-            values = critic(to_tensor(observations)).cpu().numpy()
-            next_value = critic(to_tensor(next_obs)).cpu().numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-        # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
-        batch = (observations, actions, advantages, returns, values)
-        b_obs, b_actions, b_advantages, b_returns, b_values = (to_tensor(x).flatten(0, 1) for x in batch)
-        b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+            with torch.no_grad():  # V(s_t) of the whole rollout in one pass: the critic is fixed until its fit
+                values = critic(to_tensor(observations)).cpu().numpy()
+                next_value = critic(to_tensor(next_obs)).cpu().numpy()
+            advantages, returns = compute_gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
+            # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
+            batch = (observations, actions, advantages, returns, values)
+            b_obs, b_actions, b_advantages, b_returns, b_values = (to_tensor(x).flatten(0, 1) for x in batch)
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
-        with torch.no_grad():  # pi_old: the actor as it was during the rollout
-            old_logits = actor(b_obs)
-            old_dist = Categorical(logits=old_logits)
-            b_logprobs, entropy = old_dist.log_prob(b_actions), old_dist.entropy().mean().item()
-        objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, args.ent_coef)
-        kl_fn = partial(mean_kl, actor, b_obs, old_logits)
-        fvp_size = max(1, int(args.fvp_subsample * args.batch_size))
-        fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
-        diagnostics = trpo_step(actor, objective_fn, kl_fn, fvp_obs, args.max_kl, args)
-        recent_successes.append(diagnostics["line_search_success"])
+            with torch.no_grad():  # pi_old: the actor as it was during the rollout
+                old_logits = actor(b_obs)
+                old_dist = Categorical(logits=old_logits)
+                b_logprobs, entropy = old_dist.log_prob(b_actions), old_dist.entropy().mean().item()
+            objective_fn = partial(
+                surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, args.ent_coef
+            )
+            kl_fn = partial(mean_kl, actor, b_obs, old_logits)
+            diagnostics = trpo_step(actor, objective_fn, kl_fn, b_obs, args.max_kl, args)
+            recent_successes.append(diagnostics["line_search_success"])
 
-        value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
+            value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
 
-        returns_var = b_returns.var()
-        explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else float("nan")
-        sps = int(global_step / (time.time() - start_time))
-        writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar("losses/value_loss", value_loss, global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("losses/entropy", entropy, global_step)
-        writer.add_scalar("losses/value_nonfinite_skipped", skipped_value_steps, global_step)
-        for key, value in diagnostics.items():
-            writer.add_scalar(f"trpo/{key}", value, global_step)
-        recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
-        print(
-            f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} return {recent} "
-            f"ls {'ok' if diagnostics['line_search_success'] else 'FAIL'} ({diagnostics['line_search_iters']} it, "
-            f"{np.mean(recent_successes):.0%} ok) kl {diagnostics['kl']:.4f}"
-            + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
-        )
-        if args.eval_every and iteration % args.eval_every == 0:
-            eval_returns = evaluate(actor, obs_rms, args, device)
-            print(f"eval at step {global_step}: {log_evaluation(writer, eval_returns, global_step, args)}")
+            returns_var = b_returns.var()
+            explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else math.nan
+            elapsed = time.time() - start_time
+            sps = max(int(global_step / elapsed), 1)
+            scalars = {"charts/SPS": sps, "losses/value_loss": value_loss, "losses/explained_variance": explained_var}
+            scalars |= {"losses/entropy": entropy, "losses/value_nonfinite_skipped": skipped_value_steps}
+            scalars |= {f"trpo/{key}": value for key, value in diagnostics.items()}
+            for key, value in scalars.items():
+                writer.add_scalar(key, value, global_step)
+            elapsed, left = (datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps))
+            recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
+            search = "taken at try" if diagnostics["line_search_success"] else "rejected after try"
+            print(
+                f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} elapsed {elapsed} "
+                f"left {left} return {recent} kl {diagnostics['kl']:.4f} step {search} "
+                f"{diagnostics['line_search_iters']} ({np.mean(recent_successes):.0%} of last {len(recent_successes)} taken)"
+                + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
+            )
+            if args.eval_every and iteration % args.eval_every == 0:
+                eval_returns = evaluate(actor, obs_rms, args, device, f"eval at step {global_step}")
+                log_evaluation(writer, eval_returns, global_step)
+    except KeyboardInterrupt:
+        writer.close()
+        print(f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}", file=sys.stderr)
+        sys.exit(130)
 
+    written = [f"runs/{run_name}"] + [f"videos/{run_name}"] * args.capture_video
     if args.save_model:
-        save_model(f"runs/{run_name}/{args.exp_name}.model", args, actor, critic, obs_rms)
-    eval_returns = final_evaluation(actor, obs_rms, args, device, run_name, writer, global_step)
+        written.append(f"runs/{run_name}/{args.exp_name}.model")
+        save_model(written[-1], args, actor, critic, obs_rms)
+    eval_returns = evaluate(actor, obs_rms, args, device, "eval", video_name)
+    log_evaluation(writer, eval_returns, global_step, final=True)
     envs.close()
     writer.close()
+    print(f"wrote {', '.join(written)}")
     return eval_returns
 
 

@@ -85,7 +85,7 @@ class Probe:
             x = warm_conjugate_gradient(damped, gradient, cg_iters, x0)
         return x, x @ fisher_vector_product(x)
 
-    def __call__(self, actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args):
+    def __call__(self, actor, objective_and_kls_fn, fvp_obs, max_kl, args):
         entry = time.perf_counter()
         # The update before this one was plain unless it measured or remembered a direction.
         if self.previous_entry is not None and self.update % self.measure_every not in (0, self.measure_every - 1):
@@ -98,12 +98,12 @@ class Probe:
             objective, _ = objective_and_kls_fn()
             gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
         if remember:
-            self.previous_direction, _ = self.direction(actor, fvp_obs, gradient, damping, args.cg_iters)
+            self.previous_direction, _ = self.direction(actor, fvp_obs, gradient, args.cg_damping, args.cg_iters)
         if measure:
-            self.measure(actor, objective_and_kls_fn, fvp_obs, objective, gradient, max_kl, damping, args)
-        return self.trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, damping, args)
+            self.measure(actor, objective_and_kls_fn, fvp_obs, objective, gradient, max_kl, args)
+        return self.trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, args)
 
-    def measure(self, actor, objective_and_kls_fn, fvp_obs, objective, gradient, max_kl, damping, args):
+    def measure(self, actor, objective_and_kls_fn, fvp_obs, objective, gradient, max_kl, args):
         batch_obs = objective_and_kls_fn.args[1]
         old_params = parameters_to_vector(actor.parameters()).detach().clone()
         record = {"update": self.update, "max_kl": max_kl, "ways": {}}
@@ -115,7 +115,7 @@ class Probe:
                 sample = batch_obs[torch.randperm(batch_obs.shape[0], generator=self.generator)[:size]]
             start = time.perf_counter()
             x, curvature = self.direction(
-                actor, sample, gradient, damping, cg_iters, self.previous_direction if warm else None
+                actor, sample, gradient, args.cg_damping, cg_iters, self.previous_direction if warm else None
             )
             seconds = time.perf_counter() - start
             full_step = torch.sqrt(2 * max_kl / curvature) * x
@@ -123,18 +123,16 @@ class Probe:
                 vector_to_parameters(old_params + full_step, actor.parameters())
                 full_step_kl = objective_and_kls_fn()[1].mean().item()
             vector_to_parameters(old_params, actor.parameters())
-            success, fraction_taken, trials, kl, _, improvement = trpo_atari.line_search(
-                actor, objective_and_kls_fn, full_step, objective.item(), max_kl, args
-            )
+            search = trpo_atari.line_search(actor, objective_and_kls_fn, full_step, objective.item(), max_kl, args)
             vector_to_parameters(old_params, actor.parameters())
             record["ways"][name] = {
                 "seconds": seconds,
-                "success": success,
-                "trials": trials,
+                "success": bool(search["line_search_success"]),
+                "trials": search["line_search_iters"],
                 "full_step_kl_ratio": full_step_kl / max_kl,
-                "step_fraction": fraction_taken,
-                "kl": kl,
-                "improvement": improvement,
+                "step_fraction": search["step_fraction"],
+                "kl": search["kl"],
+                "improvement": search["actual_improvement"],
             }
         self.records.append(record)
         print(f"measured update {self.update}", file=sys.stderr, flush=True)

@@ -1,11 +1,10 @@
 """Steps per second on Atari: ppo_atari.py against stable-baselines3 PPO (the same Nature CNN,
 8 envs x 128 steps, 4 epochs of 4 minibatches), and trpo_atari.py with 8 envs x 1024 steps and
 max_kl 0.001 against sb3-contrib TRPO set to the same sizes (benchmarks/sb3_equal.py), each of ours
-with both back ends,
 in float32 and with --bf16. The runs alternate, round after round, and the table shows medians and
-ratios, and the raw env throughput of each back end with random actions (what the env side alone
+ratios, and the raw throughput of ale-py's vector env with random actions (what the env side alone
 allows). sb3-contrib TRPO at its default sub_sampling_factor of 1 needs about 9 GB of memory.
-With --recipes it times our own recipes instead, on the ale back end, 24,576 agent steps each:
+With --recipes it times our own recipes instead, 24,576 agent steps each:
 trpo_atari.py at its defaults (8 envs x 128 steps per update), with 8 x 1024 steps per update (the
 entropy target at 90%), with OpenAI baselines' Atari trust region on 8 x 1024 steps (max_kl 0.001)
 and a weak constant entropy bonus, and ppo_atari.py at its defaults.
@@ -39,10 +38,10 @@ def sps(command, threads):
     return float(re.findall(r"sps +(\d+)", stdout)[-1])
 
 
-def random_action_sps(env_id, backend, seconds=15.0):
+def random_action_sps(env_id, seconds=15.0):
     import ppo_atari
 
-    envs = ppo_atari.make_envs(ppo_atari.Args(env_id=env_id, backend=backend), run_name="speed")
+    envs = ppo_atari.make_envs(ppo_atari.Args(env_id=env_id))
     envs.reset(seed=0)
     rng = np.random.default_rng(0)
     steps, start = 0, time.time()
@@ -54,7 +53,7 @@ def random_action_sps(env_id, backend, seconds=15.0):
 
 
 def library_commands(args, precision_suffixes):
-    """Our scripts with both back ends beside the reference libraries: {row: command}, {row: reference row}."""
+    """Our scripts beside the reference libraries: {row: command}, {row: reference row}."""
     import trpo_atari
 
     trpo_defaults = trpo_atari.Args()
@@ -65,20 +64,18 @@ def library_commands(args, precision_suffixes):
     reference_name = {"ppo": "stable-baselines3 PPO", "trpo": "sb3-contrib TRPO"}
     commands, reference_of = {}, {}
     for script in args.scripts:
-        for backend in ("ale", "gymnasium"):
-            for suffix in precision_suffixes:
-                flags = f"--backend={backend}{suffix}".split()
-                name = " ".join([f"{script}_atari.py", *flags])
-                commands[name] = [
-                    sys.executable,
-                    os.path.join(REPO, f"{script}_atari.py"),
-                    f"--env-id={args.env_id}",
-                    "--eval-episodes=1",
-                    f"--total-timesteps={timesteps[script]}",
-                    *size_flags[script],
-                    *flags,
-                ]
-                reference_of[name] = reference_name[script]
+        for suffix in precision_suffixes:
+            name = f"{script}_atari.py{suffix}"
+            commands[name] = [
+                sys.executable,
+                os.path.join(REPO, f"{script}_atari.py"),
+                f"--env-id={args.env_id}",
+                "--eval-episodes=1",
+                f"--total-timesteps={timesteps[script]}",
+                *size_flags[script],
+                *suffix.split(),
+            ]
+            reference_of[name] = reference_name[script]
     if "ppo" in args.scripts:
         commands["stable-baselines3 PPO"] = [
             sys.executable,
@@ -109,7 +106,7 @@ def library_commands(args, precision_suffixes):
 
 
 def recipe_commands(args, precision_suffixes):
-    """Our recipes on the ale back end, each beside trpo_atari.py's defaults: {row: command}, {row: reference row}."""
+    """Our recipes, each beside trpo_atari.py's defaults: {row: command}, {row: reference row}."""
     import trpo_atari
 
     trpo_defaults = trpo_atari.Args()
@@ -145,7 +142,7 @@ def main():
     )  # fmt: skip
     parser.add_argument("--recipes", action="store_true", help="time our recipes against each other instead")
     args = parser.parse_args()
-    # Our rows are named by their flags: "... --backend=ale" and "... --backend=ale --bf16".
+    # Our rows are named by their flags: "ppo_atari.py" and "ppo_atari.py --bf16".
     precision_suffixes = [{"float32": "", "bf16": " --bf16"}[precision] for precision in args.precisions]
     commands, reference_of = (recipe_commands if args.recipes else library_commands)(args, precision_suffixes)
 
@@ -160,22 +157,16 @@ def main():
     print("|-|-|-|-|")
     for name, median in medians.items():
         versus = [f"{median / medians[reference_of[name]]:.2f}x {reference_of[name]}"] if name in reference_of else []
-        if name.startswith("trpo_atari.py --backend"):
+        if name.startswith("trpo_atari.py"):
             versus.append(f"{median / medians['sb3-contrib TRPO --sub-sampling-factor=10']:.2f}x its 10% sub-sampling")
         print(f"| {name} | {median:.0f} | {results[name]} | {', '.join(versus) or 'reference'} |")
     if args.recipes:
         return
-    ceilings = {backend: random_action_sps(args.env_id, backend) for backend in ("ale", "gymnasium")}
-    print(f"\nrandom actions, 8 envs: ale {ceilings['ale']:.0f} SPS, gymnasium {ceilings['gymnasium']:.0f} SPS")
-    for script in args.scripts:
-        for suffix in precision_suffixes:
-            ale = medians[f"{script}_atari.py --backend=ale{suffix}"]
-            gymnasium = medians[f"{script}_atari.py --backend=gymnasium{suffix}"]
-            print(f"{script}_atari.py{suffix}, ale / gymnasium back end: {ale / gymnasium:.2f}x")
+    print(f"\nrandom actions, 8 envs: {random_action_sps(args.env_id):.0f} SPS")
     if len(args.scripts) == 2:
         for suffix in precision_suffixes:
-            trpo, ppo = (medians[f"{script}_atari.py --backend=ale{suffix}"] for script in ("trpo", "ppo"))
-            print(f"trpo_atari.py / ppo_atari.py (ale{suffix}): {trpo / ppo:.2f}x")
+            trpo, ppo = (medians[f"{script}_atari.py{suffix}"] for script in ("trpo", "ppo"))
+            print(f"trpo_atari.py / ppo_atari.py{suffix}: {trpo / ppo:.2f}x")
 
 
 if __name__ == "__main__":

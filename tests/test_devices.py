@@ -1,9 +1,7 @@
 """What GPU users rely on, checked on the CPU where it can be: the tests' own device, the torchrun
-twins' process group, checkpoints that move to a machine with another number of GPUs, the rollout's
-copies to the GPU, and the GPU day's script. The tests marked cuda run on a GPU and skip without one."""
+twins' process group and the GPU day's script. The tests marked cuda run on a GPU and skip without one."""
 
 import os
-import random
 import runpy
 import subprocess
 import sys
@@ -13,40 +11,17 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import ppo_atari
 import ppo_atari_multigpu
-import trpo_atari
 import trpo_atari_multigpu
 from tests.test_atari import TINY_ATARI, TINY_TRPO_ATARI, tiny_args
 from tests.test_scripts import REPO, SCRIPTS, TINY, eval_mean, run_script
 
-ATARI = [ppo_atari, trpo_atari, ppo_atari_multigpu, trpo_atari_multigpu]
 TWINS = [ppo_atari_multigpu, trpo_atari_multigpu]
 TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def test_a_test_not_marked_cuda_sees_no_gpu_and_neither_do_the_scripts_it_starts():
     assert not torch.cuda.is_available() and os.environ["CUDA_VISIBLE_DEVICES"] == ""
-
-
-@pytest.mark.parametrize("script", ATARI)
-def test_a_checkpoint_holds_only_its_own_gpus_random_state_and_restores_it_there(script, monkeypatch):
-    device, cuda_state, restored = torch.device("cuda:1"), torch.arange(4, dtype=torch.uint8), []
-    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda on: cuda_state if on == device else None)
-    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, on: restored.append((state, on)))
-    for every_gpu in ("get_rng_state_all", "set_rng_state_all"):  # these fail on a machine with fewer GPUs
-        monkeypatch.setattr(torch.cuda, every_gpu, lambda *a, name=every_gpu: pytest.fail(f"{name} called"))
-    random.seed(5)
-    np.random.seed(5)
-    states = script.rng_states(device)
-    expected = random.random(), np.random.random(), torch.rand(1)
-    random.seed(6)
-    np.random.seed(6)
-    torch.manual_seed(6)
-    script.restore_rng_states(states, torch.device("cpu"))  # resumed on a machine without a GPU
-    assert (random.random(), np.random.random(), torch.rand(1)) == expected and restored == []
-    script.restore_rng_states(states, device)
-    assert states[3] is cuda_state and restored == [(cuda_state, device)]
 
 
 @pytest.mark.parametrize("script", TWINS)
@@ -63,8 +38,7 @@ def test_a_twin_with_one_process_makes_no_collective_call(script, torchrun, tmp_
     args = tiny_args(script, total_timesteps=128)
     args.checkpoint_every = args.eval_every = 1
     assert len(script.main(args)) == 1
-    (checkpoint,) = tmp_path.glob("runs/*/checkpoint.pt")
-    assert len(torch.load(checkpoint, weights_only=False)["rng"]) == 1  # one process's states
+    assert len(list(tmp_path.glob("runs/*/checkpoint.pt"))) == 1
 
 
 @pytest.mark.parametrize("script", TWINS)
@@ -80,13 +54,6 @@ def test_a_twin_run_as_main_destroys_its_process_group_when_it_stops_with_an_err
     assert destroyed == [1]
 
 
-def test_to_device_on_the_cpu_shares_the_arrays_memory_and_pins_nothing():
-    array, pinned = np.zeros(3, dtype=np.float32), {}
-    tensor = trpo_atari.to_device(array, torch.device("cpu"), pinned, "reward")
-    array[1] = 5.0
-    assert tensor.tolist() == [0.0, 5.0, 0.0] and pinned == {}
-
-
 def test_gpu_check_without_a_gpu_says_so_in_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "gpu_check.md"
     result = subprocess.run(
@@ -97,18 +64,6 @@ def test_gpu_check_without_a_gpu_says_so_in_one_line_and_writes_nothing(tmp_path
     )
     assert result.returncode == 0 and result.stdout == "gpu_check.sh: no GPU visible to torch, nothing to check\n"
     assert not out.exists()
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("script", ATARI[:2])
-def test_to_device_on_a_gpu_copies_through_one_pinned_buffer_per_name(script):
-    pinned, device = {}, torch.device("cuda")
-    first = script.to_device(np.arange(6, dtype=np.float32), device, pinned, "reward")
-    second = script.to_device(np.arange(6, 12, dtype=np.float32), device, pinned, "reward")
-    buffer = pinned["reward"]
-    torch.cuda.synchronize()
-    assert first.device.type == "cuda" and first.tolist() == list(range(6)) and second.tolist() == list(range(6, 12))
-    assert buffer.is_pinned() and list(pinned) == ["reward"]
 
 
 @pytest.mark.cuda

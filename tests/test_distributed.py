@@ -148,7 +148,7 @@ def trpo_step_on(script, actor, obs, actions, logprobs, advantages, logits, vect
     objective_and_kls_fn = partial(
         script.surrogate_and_state_kls, actor, obs, actions, logprobs, advantages, 0.01, logits
     )
-    diagnostics = script.trpo_step(actor, objective_and_kls_fn, obs, 0.01, 0.1, script.Args(max_state_kl=1.0))
+    diagnostics = script.trpo_step(actor, objective_and_kls_fn, obs, 0.01, script.Args(max_state_kl=1.0))
     return fisher_vector_product.detach(), diagnostics, parameters_to_vector(actor.parameters()).detach()
 
 
@@ -232,3 +232,14 @@ def test_more_local_ranks_than_gpus_is_one_clear_error(script, monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(SystemExit, match=f"{script.__name__}.py: error: 2 processes on this machine but 1 GPUs"):
         script.main(script.Args())
+
+
+@pytest.mark.parametrize("script", [ppo_atari_multigpu, trpo_atari_multigpu])
+def test_the_largest_seed_leaves_room_for_every_ranks_envs(script):
+    args = script.Args(num_envs=8)
+    args.world_size = 2  # ale-py takes env seeds below 2**31; rank 1's last env gets seed + 15
+    args.seed = 2**31 - 16
+    assert script.check_inputs(args) > 0
+    args.seed += 1
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*31 - processes \* num_envs\]"):
+        script.check_inputs(args)
