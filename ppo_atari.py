@@ -575,7 +575,9 @@ def main(args):
     except KeyboardInterrupt:
         writer.close()
         resume = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
-        print(f"{script}: stopped at step {global_step} of {total_steps}{resume}", file=sys.stderr)
+        print(
+            f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}{resume}", file=sys.stderr
+        )
         sys.exit(130)
 
     written = [f"runs/{run_name}"] + [f"videos/{run_name}"] * args.capture_video

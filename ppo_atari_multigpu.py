@@ -662,7 +662,10 @@ def main(args):
         if rank == 0:
             writer.close()
             resume = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
-            print(f"{script}: stopped at step {global_step} of {total_steps}{resume}", file=sys.stderr)
+            print(
+                f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}{resume}",
+                file=sys.stderr,
+            )
         sys.exit(130)
     if rank != 0:
         return envs.close()

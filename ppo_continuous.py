@@ -21,12 +21,17 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import torch
 import tyro
 from torch import nn
 from torch.distributions import Normal
 from torch.utils.tensorboard import SummaryWriter
+
+# MuJoCo 4 warns that gymnasium's XML models use a deprecated attribute, once per env made: drop
+# that one warning so that a run's output and a bad-input error stay readable; others still print.
+mujoco.set_mju_user_warning(lambda message: "deprecated" in message or print(f"WARNING: {message}", file=sys.stderr))
 
 
 @dataclass

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import torch
 import tyro
@@ -34,6 +35,9 @@ from torch.distributions.kl import kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
+# MuJoCo 4 warns that gymnasium's XML models use a deprecated attribute, once per env made: drop
+# that one warning so that a run's output and a bad-input error stay readable; others still print.
+mujoco.set_mju_user_warning(lambda message: "deprecated" in message or print(f"WARNING: {message}", file=sys.stderr))
 # The line search gives up after this many tries, at backtrack_coeff**9 of the full step.
 BACKTRACK_ITERS = 10
 # What a line search that found no step reports: the KL is NaN, never 0, so no step is mistaken for a tiny one.

@@ -68,6 +68,5 @@ def test_ctrl_c_of_an_atari_run_names_the_checkpoint_that_resume_takes(tmp_path)
     lines = [line for line in stderr.strip().splitlines() if "no GPU" not in line]
     assert code == 130 and len(lines) == 1, stderr
     relative = checkpoint.relative_to(tmp_path)
-    assert re.fullmatch(
-        rf"trpo_atari.py: stopped at step \d+ of 10000000; --resume {relative} goes on from there", lines[0]
-    )
+    expected = rf"trpo_atari.py: stopped at step \d+ of 10000000; wrote {relative.parent}; --resume {relative} goes on from there"
+    assert re.fullmatch(expected, lines[0])

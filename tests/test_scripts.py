@@ -130,6 +130,9 @@ BAD_INPUTS = [
     ("ppo_continuous.py", ["--num-envs", "1", "--num-steps", "64", "--num-minibatches", "64"], "num_minibatches"),
     ("ppo_continuous.py", ["--num-minibatches", "3"], "num_minibatches must divide"),
     ("trpo_discrete.py", ["--exp-name", "foo/bar", "--save-model"], "exp_name must not contain '/'"),
+    # MuJoCo's default env: making it for the checks adds no line of its own.
+    ("trpo_continuous.py", ["--eval-only", "notes.txt"], "cannot read model file 'notes.txt'"),
+    ("ppo_continuous.py", ["--eval-only", "notes.txt"], "cannot read model file 'notes.txt'"),
     ("ppo_continuous.py", ["--exp-name", "a/b"], "exp_name must not contain '/'"),
     ("trpo_discrete.py", ["--env-id", "BreakoutNoFrameskip-v4"], "trpo_atari.py"),
     ("trpo_discrete.py", ["--env-id", "ALE/Pong-v5"], "flat Box observations"),
