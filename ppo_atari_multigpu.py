@@ -440,7 +440,8 @@ def log_evaluation(writer, scores, global_step, final=False):
 
 def start_logging(args, run_name, resumed):
     """(the TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; the id of the
-    Weights and Biases run that mirrors it with --track, else None). A resumed run goes on in its logs."""
+    Weights and Biases run that mirrors it with --track, else None). A resumed run goes on in its logs.
+    Prints the run folder and the plan, the run's first line."""
     if args.track:
         import wandb
 
@@ -460,6 +461,11 @@ def start_logging(args, run_name, resumed):
     writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
+    # Whole iterations of all processes, at most total_timesteps.
+    total_steps = args.num_iterations * args.world_size * args.batch_size
+    print(
+        f"runs/{run_name}: {args.num_iterations} iterations x {total_steps // args.num_iterations} = {total_steps} of {args.total_timesteps} steps"
+    )
     return writer, wandb_id
 
 
@@ -564,10 +570,6 @@ def main(args):
         optimizer.load_state_dict(resumed["optimizer"])
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
     total_steps = args.num_iterations * args.world_size * args.batch_size
-    if rank == 0:  # whole iterations of all ranks: at most total_timesteps
-        print(
-            f"runs/{run_name}: {args.num_iterations} iterations x {total_steps // args.num_iterations} = {total_steps} of {args.total_timesteps} steps"
-        )
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -636,22 +638,17 @@ def main(args):
             sps = max(int((global_step - start_step) / elapsed), 1)
             scalars = {"charts/SPS": sps, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
             scalars |= {f"losses/{key}": value for key, value in losses.items()}
+            elapsed, left = (datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps))
+            recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
+            progress = (
+                f"iter {iteration:5d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} elapsed {elapsed} "
+                f"left {left} return {recent} kl {losses['approx_kl']:.4f} clipfrac {losses['clipfrac']:.3f}"
+                + (f" [non-finite: {losses['nonfinite_skipped']} steps skipped]" if losses["nonfinite_skipped"] else "")
+            )
             if rank == 0:  # the losses are means over the ranks; explained variance and SPS are rank 0's
                 for key, value in scalars.items():
                     writer.add_scalar(key, value, global_step)
-                elapsed, left = (
-                    datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps)
-                )
-                recent = f"{np.mean(recent_returns):8.1f}" if recent_returns else "     n/a"
-                print(
-                    f"iter {iteration:5d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} elapsed {elapsed} "
-                    f"left {left} return {recent} kl {losses['approx_kl']:.4f} clipfrac {losses['clipfrac']:.3f}"
-                    + (
-                        f" [non-finite: {losses['nonfinite_skipped']} steps skipped]"
-                        if losses["nonfinite_skipped"]
-                        else ""
-                    )
-                )
+                print(progress)
             if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
                 training_state = {"optimizer": optimizer.state_dict(), "run_name": run_name, "wandb_id": wandb_id}
                 training_state |= {"iteration": iteration, "global_step": global_step}

@@ -634,7 +634,8 @@ def load_training_state(path, args):
 
 def start_logging(args, run_name, resumed):
     """(the TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; the id of the
-    Weights and Biases run that mirrors it with --track, else None). A resumed run goes on in its logs."""
+    Weights and Biases run that mirrors it with --track, else None). A resumed run goes on in its logs.
+    Prints the run folder and the plan, the run's first line."""
     if args.track:
         import wandb
 
@@ -654,6 +655,11 @@ def start_logging(args, run_name, resumed):
     writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
+    # Whole iterations of all processes, at most total_timesteps.
+    total_steps = args.num_iterations * args.world_size * args.batch_size
+    print(
+        f"runs/{run_name}: {args.num_iterations} iterations x {total_steps // args.num_iterations} = {total_steps} of {args.total_timesteps} steps"
+    )
     return writer, wandb_id
 
 
@@ -764,10 +770,6 @@ def main(args):
         return_rms.load_state_dict(resumed["return_rms"])
         ent_coef, start_iteration, global_step = resumed["ent_coef"], resumed["iteration"] + 1, resumed["global_step"]
     total_steps = args.num_iterations * args.world_size * args.batch_size
-    if rank == 0:  # whole iterations of all ranks: at most total_timesteps
-        print(
-            f"runs/{run_name}: {args.num_iterations} iterations x {total_steps // args.num_iterations} = {total_steps} of {args.total_timesteps} steps"
-        )
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
@@ -864,25 +866,20 @@ def main(args):
             scalars = {"charts/SPS": sps, "losses/value_loss": value_loss, "losses/explained_variance": explained_var}
             scalars |= {"losses/entropy": entropy, "losses/value_nonfinite_skipped": skipped_value_steps}
             scalars |= {f"trpo/{key}": value for key, value in diagnostics.items()}
+            elapsed, left = (datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps))
+            recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
+            search = "taken at try" if diagnostics["line_search_success"] else "rejected after try"
+            progress = (
+                f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} elapsed {elapsed} "
+                f"left {left} return {recent} kl {diagnostics['kl']:.4f} state kl {diagnostics['max_state_kl']:.3f} "
+                f"step {search} {diagnostics['line_search_iters']} ({np.mean(recent_successes):.0%} of last "
+                f"{len(recent_successes)} taken) entropy {entropy:.2f} bonus {diagnostics['ent_coef']:.3f}"
+                + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
+            )
             if rank == 0:  # every value is the same on all ranks but explained variance and SPS, rank 0's
                 for key, value in scalars.items():
                     writer.add_scalar(key, value, global_step)
-                elapsed, left = (
-                    datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps)
-                )
-                recent = f"{np.mean(recent_returns):7.1f}" if recent_returns else "    n/a"
-                search = "taken at try" if diagnostics["line_search_success"] else "rejected after try"
-                print(
-                    f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} elapsed {elapsed} "
-                    f"left {left} return {recent} kl {diagnostics['kl']:.4f} state kl {diagnostics['max_state_kl']:.3f} "
-                    f"step {search} {diagnostics['line_search_iters']} ({np.mean(recent_successes):.0%} of last "
-                    f"{len(recent_successes)} taken) entropy {entropy:.2f} bonus {diagnostics['ent_coef']:.3f}"
-                    + (
-                        " [non-finite: update skipped]"
-                        if diagnostics["nonfinite_skipped"] or skipped_value_steps
-                        else ""
-                    )
-                )
+                print(progress)
             if args.checkpoint_every and iteration % args.checkpoint_every == 0 and rank == 0:
                 training_state = {"critic_optimizer": critic_optimizer.state_dict(), "ent_coef": ent_coef}
                 training_state |= {"run_name": run_name, "wandb_id": wandb_id}
