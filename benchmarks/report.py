@@ -11,9 +11,10 @@ docs/{script}_ablations.png: a panel per env with the base and every setting tri
     python benchmarks/report.py --check   # exit 1 if a committed page differs from what the summaries give
 
 Metrics: a seed's final evaluation is the mean of its final deterministic evaluation's episodes; a row
-shows the mean +- std of those over its seeds, the training return over the last 10% of its steps (mean
-of the binned episodic returns there, then over seeds), how many seeds reach the table's threshold, and
-the difference of its mean from the first row's with a two-sided permutation test's p. An ablation row
+shows the mean +- std of those over its seeds (one seed's row: its value and "1 seed"), the training
+return over the last 10% of its steps (mean of the binned episodic returns there, then over seeds), how
+many seeds reach the table's threshold, and the difference of its mean from the first row's with a
+two-sided permutation test's p. An ablation row
 shows its differences from its base in both metrics, on the seeds they share; one whose runs ended before
 their final evaluation, in training return alone, both over the steps those runs reached.
 """
@@ -70,6 +71,11 @@ def final_evals(seed_runs, seeds=None):
 def return_curve(summary):
     """[(step, training episodic return)] of a run's binned curve, bins without a finished episode left out."""
     return [(step, value) for step, value in summary["curves"]["charts/episodic_return"] if value is not None]
+
+
+def mean_and_spread(evals):
+    """A row's final evaluations as the page prints them: mean +- std over seeds, or the one value of one seed."""
+    return f"{evals.mean():.1f} +- {evals.std():.1f}" if len(evals) > 1 else f"{evals[0]:.1f} (1 seed)"
 
 
 def training_return(summary, share=0.1, steps=None):
@@ -179,7 +185,7 @@ def env_table(runs, table):
         flags, evals = shown_flags(seed_runs), final_evals(seed_runs)
         trained = np.mean([training_return(s) for s in seed_runs.values()])
         cells = [name, f"`{flags}`" if flags else "", budget(seed_runs), seed_range(list(seed_runs))]
-        cells += [f"{evals.mean():.1f} +- {evals.std():.1f}", f"{trained:.1f}"]
+        cells += [mean_and_spread(evals), f"{trained:.1f}"]
         if reach:
             cells.append(f"{int((evals >= threshold).sum())} of {len(evals)}")
         if base is None:
@@ -280,7 +286,7 @@ def headline(runs, rows):
             name,
             budget(seed_runs),
             seed_range(list(seed_runs)),
-            f"{evals.mean():.1f} +- {evals.std():.1f}",
+            mean_and_spread(evals),
         ]
         lines.append("| " + " | ".join([*cells, f"`{run_command(seed_runs, label)}`"]) + " |")
     return lines + [""]

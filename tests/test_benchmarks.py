@@ -378,3 +378,8 @@ def test_directions_probe_scales_every_way_to_the_kl_and_leaves_the_training_run
     rows = [line for line in directions_atari.report(probe.records, 0.002).splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + len(directions_atari.WAYS)
     assert rows[1].startswith(f"| {directions_atari.WAYS[0][0]} |") and "+0.00e+00 (+- 0.0e+00)" in rows[1]
+
+
+def test_a_row_of_one_seed_shows_its_value_and_no_spread():
+    assert report_module.mean_and_spread(np.array([12.7])) == "12.7 (1 seed)"
+    assert report_module.mean_and_spread(np.array([1.0, 3.0])) == "2.0 +- 1.0"
