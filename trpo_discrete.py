@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
 
+import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
@@ -32,6 +33,8 @@ from torch.distributions.kl import kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
+# ALE's ids are registered only once ale-py is imported: an Atari id gets pointed to trpo_atari.py.
+gym.register_envs(ale_py)
 # The line search gives up after this many tries, at backtrack_coeff**9 of the full step.
 BACKTRACK_ITERS = 10
 # What a line search that found no step reports: the KL is NaN, never 0, so no step is mistaken for a tiny one.
@@ -437,6 +440,8 @@ def check_inputs(args):
         if not ok:
             raise ValueError(message)
     try:  # after the checks above: making an env can print warnings
+        if gym.spec(args.env_id).entry_point == "ale_py.env:AtariEnv":
+            raise ValueError(f"{args.env_id} is an Atari game, which trpo_atari.py learns from its frames")
         env = make_env(args.env_id, 0, False, None)()
     except gym.error.Error as e:
         raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
@@ -444,7 +449,7 @@ def check_inputs(args):
     obs_space, action_space = env.observation_space, env.action_space
     spaces_fit = isinstance(action_space, gym.spaces.Discrete) and isinstance(obs_space, gym.spaces.Box)
     if not spaces_fit or len(obs_space.shape) != 1:
-        need = "Discrete actions, flat Box observations (Atari games: trpo_atari.py)"
+        need = "Discrete actions, flat Box observations"
         raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need {need}")
     if args.capture_video:  # a renderer that fails would otherwise fail after the run folder exists
         try:

@@ -134,8 +134,7 @@ BAD_INPUTS = [
     ("trpo_continuous.py", ["--eval-only", "notes.txt"], "cannot read model file 'notes.txt'"),
     ("ppo_continuous.py", ["--eval-only", "notes.txt"], "cannot read model file 'notes.txt'"),
     ("ppo_continuous.py", ["--exp-name", "a/b"], "exp_name must not contain '/'"),
-    ("trpo_discrete.py", ["--env-id", "BreakoutNoFrameskip-v4"], "trpo_atari.py"),
-    ("trpo_discrete.py", ["--env-id", "ALE/Pong-v5"], "flat Box observations"),
+    ("trpo_discrete.py", ["--env-id", "ALE/Pong-v5"], "trpo_atari.py"),
     ("trpo_continuous.py", ["--env-id", "BrokenRenderPendulum-v1", "--capture-video"], "--capture-video cannot render"),
     ("ppo_continuous.py", ["--env-id", "BrokenRenderPendulum-v1", "--capture-video"], "no OpenGL context"),
 ]
@@ -408,3 +407,14 @@ def test_non_finite_reward_skips_that_update_and_training_goes_on(script, tmp_pa
     for network in ("actor", "critic"):
         for name, value in checkpoint[network].items():
             assert torch.isfinite(value).all(), f"{network}.{name}"
+
+
+def test_an_atari_id_in_the_discrete_script_points_to_the_atari_scripts(tmp_path):
+    """In a process of its own: no other script has registered ALE's ids there."""
+    result = run_script("trpo_discrete.py", "--env-id", "BreakoutNoFrameskip-v4", cwd=tmp_path)
+    assert result.returncode != 0 and not any(tmp_path.iterdir())
+    (line,) = [line for line in result.stderr.strip().splitlines() if "no GPU" not in line]
+    assert (
+        line
+        == "trpo_discrete.py: error: BreakoutNoFrameskip-v4 is an Atari game, which trpo_atari.py learns from its frames"
+    )
