@@ -20,7 +20,11 @@ their final evaluation, in training return alone, both over the steps those runs
 """
 
 import argparse
+import contextlib
+import importlib
+import io
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -143,8 +147,21 @@ def budget(seed_runs):
     return steps_label(max(s["global_steps"] for s in seed_runs.values()))
 
 
+def runs_on_today_script(script, flags):
+    """Whether today's script takes these flags: tyro exits on a flag it no longer has or a malformed one."""
+    sys.path.insert(0, str(REPO))
+    module = importlib.import_module(script.removesuffix(".py"))
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            module.tyro.cli(module.Args, args=shlex.split(flags))
+    except SystemExit:
+        return False
+    return True
+
+
 def run_command(seed_runs, label):
-    """The benchmarks/run.py command that produced a row."""
+    """The benchmarks/run.py command that produced a row. A row whose flags today's script no longer takes
+    gets the checkout of the commit its runs recorded, or says that none was recorded."""
     first = next(iter(seed_runs.values()))
     script, processes, words = split_command(first["command"])
     algo = next((word.removeprefix("--algo=") for word in words if word.startswith("--algo=")), None)
@@ -153,7 +170,13 @@ def run_command(seed_runs, label):
     command = f"python benchmarks/run.py {impl} --envs {first['env_id']} --seeds {seeds} --label {label}"
     command += f" --jobs 1 --nproc {processes}" if processes > 1 else ""
     flags = join_flags(flag_pairs(first["command"]))
-    return command + (f" -- {flags}" if flags else "")
+    command += f" -- {flags}" if flags else ""
+    if impl == script and not runs_on_today_script(script, flags):
+        commits = {(s.get("commit") or "").partition("+")[0][:8] or "not recorded" for s in seed_runs.values()}
+        if "not recorded" in commits or len(commits) > 1:
+            return f"{command}  # an older script, commit {' / '.join(sorted(commits))}: today's takes other flags"
+        return f"git checkout {commits.pop()} && {command}"
+    return command
 
 
 def machine_line(summaries):
