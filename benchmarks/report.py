@@ -174,7 +174,7 @@ def run_command(seed_runs, label):
     if impl == script and not runs_on_today_script(script, flags):
         commits = {(s.get("commit") or "").partition("+")[0][:8] or "not recorded" for s in seed_runs.values()}
         if "not recorded" in commits or len(commits) > 1:
-            return f"{command}  # an older script, commit {' / '.join(sorted(commits))}: today's takes other flags"
+            return f"{command}  # flags of an older script (its runs: {' / '.join(sorted(commits))})"
         return f"git checkout {commits.pop()} && {command}"
     return command
 
