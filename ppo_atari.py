@@ -388,7 +388,7 @@ def log_evaluation(writer, scores, global_step, final=False):
         writer.add_scalar("eval/final_episodic_return", score, i)
 
 
-def start_logging(args, run_name, resumed):
+def start_logging(args, run_name, resumed, total_steps):
     """(the TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; the id of the
     Weights and Biases run that mirrors it with --track, else None). A resumed run goes on in its logs.
     Prints the run folder and the plan, the run's first line."""
@@ -411,7 +411,6 @@ def start_logging(args, run_name, resumed):
     writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
-    total_steps = args.num_iterations * args.batch_size  # whole iterations, at most total_timesteps
     print(
         f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
     )
@@ -481,7 +480,8 @@ def main(args):
         return evaluate(watched.to(device), args, device, "eval", video_name)
 
     envs = make_envs(args)
-    writer, wandb_id = start_logging(args, run_name, resumed)
+    total_steps = args.num_iterations * args.batch_size  # whole iterations, at most total_timesteps
+    writer, wandb_id = start_logging(args, run_name, resumed, total_steps)
 
     seed_everything(args.seed)
     torch.backends.cudnn.deterministic = True
@@ -492,7 +492,6 @@ def main(args):
         agent.load_state_dict(resumed["agent"])
         optimizer.load_state_dict(resumed["optimizer"])
         start_iteration, global_step = resumed["iteration"] + 1, resumed["global_step"]
-    total_steps = args.num_iterations * args.batch_size
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape

@@ -329,7 +329,7 @@ def load_model(path, observation_space, action_space):
     return actor, obs_rms
 
 
-def start_logging(args, run_name):
+def start_logging(args, run_name, total_steps):
     """The TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; with --track,
     Weights and Biases mirrors it. Prints the run folder and the plan, the run's first line."""
     if args.track:
@@ -347,7 +347,6 @@ def start_logging(args, run_name):
     writer = SummaryWriter(f"runs/{run_name}")
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
-    total_steps = args.num_iterations * args.batch_size  # whole iterations, at most total_timesteps
     print(
         f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
     )
@@ -431,8 +430,8 @@ def main(args):
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    writer = start_logging(args, run_name)
-    total_steps = args.num_iterations * args.batch_size
+    total_steps = args.num_iterations * args.batch_size  # whole iterations, at most total_timesteps
+    writer = start_logging(args, run_name, total_steps)
 
     random.seed(args.seed)
     np.random.seed(args.seed)

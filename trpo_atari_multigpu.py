@@ -632,7 +632,7 @@ def load_training_state(path, args):
     return state
 
 
-def start_logging(args, run_name, resumed):
+def start_logging(args, run_name, resumed, total_steps):
     """(the TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; the id of the
     Weights and Biases run that mirrors it with --track, else None). A resumed run goes on in its logs.
     Prints the run folder and the plan, the run's first line."""
@@ -655,8 +655,6 @@ def start_logging(args, run_name, resumed):
     writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
-    # Whole iterations of all processes, at most total_timesteps.
-    total_steps = args.num_iterations * args.world_size * args.batch_size
     print(
         f"runs/{run_name}: {args.num_iterations} iterations x {total_steps // args.num_iterations} = {total_steps} of {args.total_timesteps} steps"
     )
@@ -747,7 +745,8 @@ def main(args):
         return evaluate(watched.to(device), args, device, "eval", video_name) if rank == 0 else None
 
     envs = make_envs(args)
-    writer, wandb_id = start_logging(args, run_name, resumed) if rank == 0 else (None, None)
+    total_steps = args.num_iterations * args.world_size * args.batch_size  # whole iterations of all ranks
+    writer, wandb_id = start_logging(args, run_name, resumed, total_steps) if rank == 0 else (None, None)
 
     seed_everything(args.seed + rank)  # each rank samples its own actions; the networks start as rank 0's
     torch.backends.cudnn.deterministic = True
@@ -769,7 +768,6 @@ def main(args):
         critic_optimizer.load_state_dict(resumed["critic_optimizer"])
         return_rms.load_state_dict(resumed["return_rms"])
         ent_coef, start_iteration, global_step = resumed["ent_coef"], resumed["iteration"] + 1, resumed["global_step"]
-    total_steps = args.num_iterations * args.world_size * args.batch_size
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
     obs_shape = envs.single_observation_space.shape
