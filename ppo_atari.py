@@ -14,7 +14,6 @@ a long run into parts.
 import datetime
 import math
 import os
-import pickle
 import random
 import sys
 import time
@@ -217,21 +216,16 @@ class Agent(nn.Module):
 
 
 def sample_action(logits):
-    """Sample a ~ softmax(logits) for each row, by inverse CDF.
-
-    Written out rather than through torch.distributions.Categorical, whose construction costs
-    more than the rest of the step at rollout batch sizes."""
+    """Sample a ~ softmax(logits) for each row by inverse CDF, cheaper than building a Categorical at
+    rollout batch sizes."""
     cumulative = torch.softmax(logits, dim=-1).cumsum(-1)
     return (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1).clamp(max=logits.shape[-1] - 1)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
-    """GAE over (num_steps, num_envs) tensors, all envs at once.
-
-    Convention: dones[t] = 1 when transition t ended its episode (a life loss, a game over or a
-    truncation), so s_{t+1} is not bootstrapped from. A truncated transition already carries
-    gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
-    """
+    """GAE over (num_steps, num_envs) tensors; returns (advantages, returns). dones[t] = 1: transition t
+    ended its episode (a life loss, a game over or a truncation), so s_{t+1} is not bootstrapped from (a
+    truncated transition already carries gamma * V(final obs) in rewards[t]). next_value = V(obs after the last step)."""
     num_steps = rewards.shape[0]
     advantages = torch.zeros_like(rewards)
     last_gae = torch.zeros_like(next_value)
@@ -316,7 +310,7 @@ def read_file(path, what):
     unpickling reads tensors and plain containers only and never runs code from the file."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+    except Exception as e:
         raise ValueError(f"cannot read {what} {path!r} ({type(e).__name__})") from e
     if isinstance(state, dict):  # not a bare tensor, say, which indexing by name would only warn about
         return state
@@ -329,7 +323,7 @@ def load_model(path, num_actions, bf16):
     try:
         agent = Agent(num_actions, bf16)
         agent.load_state_dict(checkpoint["agent"])
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+    except Exception as e:
         raise ValueError(f"{path!r} is not a model of this script for this game ({type(e).__name__})") from e
     return agent
 
@@ -353,13 +347,10 @@ def seed_everything(seed):
 
 
 def evaluate(agent, args, device, label, video_name=None, epsilon=0.05):
-    """args.eval_episodes whole games of the agent's policy on an env of its own (make_env), recorded into
-    videos/{video_name} if given; prints "{label}: mean return ..." and returns their scores.
-
-    Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
-    a fully greedy policy can stall forever in games like Breakout that wait for FIRE. Its env and
-    its epsilon draws are seeded with seed + 10_000 and it draws from no global random generator,
-    so evaluating during training leaves the run unchanged."""
+    """args.eval_episodes whole games on an env of its own (make_env), recorded into videos/{video_name} if
+    given; prints "{label}: mean return ..." and returns the scores. Epsilon-greedy (5% random actions, the
+    usual Atari evaluation): a greedy policy can stall forever where a game waits for FIRE. The env and the
+    epsilon draws are seeded with seed + 10_000, no global random generator: evaluating leaves the run as it was."""
     env = make_env(args.env_id, video_name)()
     rng = np.random.default_rng(args.seed + 10_000)
     scores, score = [], 0.0
@@ -395,17 +386,10 @@ def start_logging(args, run_name, resumed, total_steps):
     if args.track:
         import wandb
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            monitor_gym=True,  # uploads what RecordVideo records
-            save_code=True,
-            id=resumed.get("wandb_id") if resumed else None,
-            resume="allow",
-        )
+        project = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name}
+        # A resumed run goes on in the same wandb run; monitor_gym uploads what RecordVideo records.
+        project |= {"id": resumed.get("wandb_id") if resumed else None, "resume": "allow"}
+        wandb.init(**project, config=vars(args), sync_tensorboard=True, monitor_gym=True, save_code=True)
     wandb_id = wandb.run.id if args.track else None
     # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
     writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)

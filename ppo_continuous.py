@@ -11,7 +11,6 @@ rollout's values as the surrogate is clipped.
 import datetime
 import math
 import os
-import pickle
 import random
 import sys
 import time
@@ -183,20 +182,15 @@ class RunningMeanStd:
 
 
 def sample_action(mean, log_std):
-    """Sample a ~ N(mean, exp(log_std)^2) for each row.
-
-    Written out rather than through torch.distributions.Normal, whose construction costs more than
-    the rest of the step at rollout batch sizes. The log-probs pi_old(a|s) are computed after the
-    rollout in one batched pass, since the policy does not change during it."""
+    """Sample a ~ N(mean, exp(log_std)^2) for each row, cheaper than building a Normal at rollout
+    batch sizes; pi_old(a|s) is computed after the rollout, in one batched pass."""
     return mean + log_std.exp() * torch.randn_like(mean)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
-    """GAE over (num_steps, num_envs) numpy arrays, all envs at once; returns (advantages, returns).
-
-    dones[t] = 1 when transition t ended its episode (terminated or truncated), so s_{t+1} belongs to
-    a new episode and is not bootstrapped from; a truncated transition already carries
-    gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step)."""
+    """GAE over (num_steps, num_envs) arrays; returns (advantages, returns). dones[t] = 1: transition t
+    ended its episode, so s_{t+1} starts another and is not bootstrapped from (a truncated transition
+    already carries gamma * V(final obs) in rewards[t]). next_value = V(obs after the last step)."""
     advantages = np.zeros_like(rewards)
     last_gae = np.zeros_like(next_value)
     for t in reversed(range(rewards.shape[0])):
@@ -255,23 +249,14 @@ def ppo_update(actor, critic, optimizer, batch, args):
             optimizer.step()
     # The minibatches' statistics stay on the device until here: one read per update.
     approx_kl, clip_fraction = torch.stack([torch.stack(approx_kls), torch.stack(clip_fractions)]).mean(1).tolist()
-    return {
-        "value_loss": value_loss.item(),
-        "policy_loss": policy_loss.item(),
-        "entropy": entropy.item(),
-        "approx_kl": approx_kl,
-        "clipfrac": clip_fraction,
-        "nonfinite_skipped": skipped_steps,
-    }
+    losses = {"value_loss": value_loss.item(), "policy_loss": policy_loss.item(), "entropy": entropy.item()}
+    return losses | {"approx_kl": approx_kl, "clipfrac": clip_fraction, "nonfinite_skipped": skipped_steps}
 
 
 def evaluate(actor, obs_rms, args, device, label, video_name=None):
-    """args.eval_episodes episodes of the actor's mean action on an env of its own, observations
-    normalized with frozen statistics, recorded into videos/{video_name} if given; prints
-    "{label}: mean return ..." and returns the episodes' returns.
-
-    Its env is seeded with seed + 10_000 and it draws from no global random generator, so every
-    evaluation starts from the same states and evaluating during training leaves the run unchanged."""
+    """args.eval_episodes episodes of the mean action on an env seeded seed + 10_000, with frozen statistics
+    and no global random generator: every evaluation starts from the same states and leaves the run as
+    it was. Records into videos/{video_name} if given, prints "{label}: mean return ...", returns the returns."""
     env = make_env(args.env_id, 0, video_name is not None, video_name)()
     episodic_returns, episodic_return = [], 0.0
     obs, _ = env.reset(seed=args.seed + 10_000)
@@ -313,18 +298,15 @@ def load_model(path, observation_space, action_space):
     weights_only: unpickling reads tensors and plain containers only and never runs code from the file."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+    except Exception as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
-        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
-            raise TypeError(type(checkpoint).__name__)
         actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
-        actor.load_state_dict(checkpoint["actor"])
-        obs_rms = None
-        if checkpoint["obs_rms"] is not None:
-            obs_rms = RunningMeanStd(observation_space.shape)
+        actor.load_state_dict(dict(checkpoint)["actor"])  # dict(): a bare tensor would only warn when indexed by name
+        obs_rms = RunningMeanStd(observation_space.shape) if checkpoint["obs_rms"] is not None else None
+        if obs_rms is not None:
             obs_rms.load_state_dict(checkpoint["obs_rms"])
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+    except Exception as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
 
@@ -335,15 +317,9 @@ def start_logging(args, run_name, total_steps):
     if args.track:
         import wandb
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            monitor_gym=True,  # uploads what RecordVideo records
-            save_code=True,
-        )
+        project = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name}
+        # monitor_gym uploads what RecordVideo records.
+        wandb.init(**project, config=vars(args), sync_tensorboard=True, monitor_gym=True, save_code=True)
     writer = SummaryWriter(f"runs/{run_name}")
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
@@ -398,7 +374,7 @@ def check_inputs(args):
                 env.render()
                 env.close()
         except Exception as e:
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            reason = (str(e) or type(e).__name__).splitlines()[0]
             raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
     return obs_space, action_space
 
@@ -516,8 +492,8 @@ def main(args):
             elapsed = time.time() - start_time
             sps = max(int(global_step / elapsed), 1)
             scalars = {"charts/SPS": sps, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
-            scalars |= {"losses/explained_variance": explained_var} | {
-                f"losses/{key}": value for key, value in losses.items()
+            scalars |= {
+                f"losses/{key}": value for key, value in (losses | {"explained_variance": explained_var}).items()
             }
             for key, value in scalars.items():
                 writer.add_scalar(key, value, global_step)

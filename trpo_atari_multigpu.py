@@ -26,7 +26,6 @@ a long run into parts.
 import datetime
 import math
 import os
-import pickle
 import random
 import sys
 import time
@@ -245,12 +244,9 @@ def nature_cnn(num_outputs, last_layer_std):
 
 
 def nature_cnn_forward(net, obs, bf16):
-    """net(obs / 255) for uint8 frames.
-
-    With bf16 the scaled frames and every layer but the last are bfloat16 (the weights and their
-    gradients stay float32): nearly all of the compute, at about half the time on CPUs with bfloat16
-    instructions. The last layer gets the features back in float32, so logits and values are
-    computed in float32."""
+    """net(obs / 255) for uint8 frames. With bf16 the scaled frames and every layer but the last are
+    bfloat16 (weights and gradients stay float32): nearly all of the compute, in about half the time on
+    CPUs with bfloat16 instructions; the last layer computes logits and values in float32."""
     # Unpacked rather than sliced: net[:-1] would build a new nn.Sequential on every call.
     *hidden_layers, last_layer = net
     dtype = torch.bfloat16 if bf16 else torch.float32
@@ -314,22 +310,16 @@ class RunningMeanStd:
 
 
 def sample_action(logits):
-    """Sample a ~ softmax(logits) for each row, by inverse CDF.
-
-    Written out rather than through torch.distributions.Categorical, whose construction costs
-    more than the rest of the step at rollout batch sizes. The log-probs pi_old(a|s) are computed
-    after the rollout in one batched pass, since the policy does not change during it."""
+    """Sample a ~ softmax(logits) for each row by inverse CDF, cheaper than building a Categorical at
+    rollout batch sizes; pi_old(a|s) is computed after the rollout, in one batched pass."""
     cumulative = torch.softmax(logits, dim=-1).cumsum(-1)
     return (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1).clamp(max=logits.shape[-1] - 1)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
-    """GAE over (num_steps, num_envs) tensors, all envs at once.
-
-    Convention: dones[t] = 1 when transition t ended its episode (a life loss, a game over or a
-    truncation), so s_{t+1} is not bootstrapped from. A truncated transition already
-    carries gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step).
-    """
+    """GAE over (num_steps, num_envs) tensors; returns (advantages, returns). dones[t] = 1: transition t
+    ended its episode (a life loss, a game over or a truncation), so s_{t+1} is not bootstrapped from (a
+    truncated transition already carries gamma * V(final obs) in rewards[t]). next_value = V(obs after the last step)."""
     num_steps = rewards.shape[0]
     advantages = torch.zeros_like(rewards)
     last_gae = torch.zeros_like(next_value)
@@ -343,11 +333,9 @@ def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
 
 
 def surrogate_and_state_kls(actor, obs, actions, old_logprobs, advantages, ent_coef, old_logits):
-    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))], and
-    KL(pi_old(.|s) || pi_theta(.|s)) for every state (the old distribution is a constant).
-
-    The gradient step and every line-search trial call this, so they optimise the same objective.
-    One forward pass serves both values: it is nearly all of a trial's cost."""
+    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))] and the per-state
+    KL(pi_old || pi_theta) from one forward pass, nearly all of a trial's cost; the gradient step and every
+    line-search trial call this, so they optimise the same objective."""
     dist = Categorical(logits=actor(obs))
     ratio = torch.exp(dist.log_prob(actions) - old_logprobs)
     objective = (ratio * advantages).mean() + ent_coef * dist.entropy().mean()
@@ -358,11 +346,9 @@ def fisher_vector_product_fn(actor, obs):
     """Return v -> F v, with F the Hessian of mean KL(pi_old || pi_theta) at theta = theta_old.
 
     At theta_old the KL's gradient w.r.t. the logits z is zero, so its Hessian w.r.t. theta is the
-    Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and M = diag(p) - p p^T the Hessian
-    of the KL w.r.t. z. J v is one forward-mode pass (dual numbers) and J^T u one backward pass
-    through a graph built once. For this CNN that is faster than getting J v by a double backward
-    pass, which is the faster choice for small MLPs.
-    """
+    Gauss-Newton product F = E_s[J^T M J], J = dz/dtheta, M = diag(p) - p p^T the KL's Hessian w.r.t. z.
+    J v is one forward-mode pass (dual numbers), J^T u one backward pass through a graph built once:
+    for this CNN faster than the double backward pass that wins for small MLPs."""
     params = dict(actor.named_parameters())
     logits = actor(obs)
     probs = torch.softmax(logits, dim=-1).detach()
@@ -404,21 +390,13 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 
 
 def line_search(actor, objective_and_kls_fn, full_step, old_objective, max_kl, args):
-    """Try theta_old + f * full_step from f = 1; accept the first step whose mean KL is at most
-    max_kl, whose largest per-state KL is at most max_state_kl, and whose objective beats
-    old_objective, its value at theta_old. On failure theta_old is restored and both KLs are NaN.
-
-    A trial that breaks a bound by the factor r sets the next f to
-    f * min(backtrack_coeff, r**-1/2), where a KL growing quadratically with the step would meet its
-    bound; other failures (an infinite KL too) multiply f by backtrack_coeff. A few states can put
-    the full step's largest KL tens of times over the bound, beyond the reach of BACKTRACK_ITERS
-    fixed cuts (0.8**9 cuts a quadratic KL 56-fold).
-
-    The TRPO paper's bound (its Theorem 1) is on the largest per-state KL; its practical algorithm
-    bounds the mean, which alone lets a large max_kl put a big change on a few states.
-    objective_and_kls_fn returns the objective and the per-state KLs. Returns the diagnostics logged
-    under trpo/: line_search_success, line_search_iters, step_fraction, kl, max_state_kl and
-    actual_improvement."""
+    """Try theta_old + f * full_step from f = 1; take the first step whose mean KL is at most max_kl, whose
+    largest per-state KL is at most max_state_kl (the bound of the paper's Theorem 1; the mean alone lets
+    a large max_kl put a big change on a few states) and whose objective beats old_objective. On failure
+    restore theta_old, both KLs NaN. A trial that breaks a KL bound by the factor r sets the next
+    f = f * min(backtrack_coeff, r**-1/2), where a quadratic KL would meet its bound: a few states can put
+    the full step's largest KL tens of times over, beyond BACKTRACK_ITERS fixed cuts (0.8**9 = 1/56 of a
+    quadratic KL). Other failures multiply f by backtrack_coeff."""
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         step_fraction = 1.0
@@ -444,13 +422,10 @@ def line_search(actor, objective_and_kls_fn, full_step, old_objective, max_kl, a
 
 
 def trpo_step(actor, objective_and_kls_fn, fvp_obs, max_kl, args):
-    """One trust-region step on the actor; returns the diagnostics logged under trpo/.
-
-    g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
-    step along x with 1/2 s^T F s = max_kl, Appendix C of the paper), then the line search.
-    Non-finite values skip the step. The step length uses the undamped x^T F x, the KL's own
-    quadratic model, where OpenAI baselines, Spinning Up and sb3-contrib use x^T (F + damping I) x:
-    the damping only regularizes the solve, and counting it would make every step shorter than max_kl allows."""
+    """One trust-region step on the actor; returns the diagnostics logged under trpo/. x = (F + damping I)^-1 g
+    by CG, full step sqrt(2 max_kl / x^T F x) x (1/2 s^T F s = max_kl, Appendix C of the paper), then the
+    line search; non-finite values skip the step. The length uses the undamped x^T F x, the KL's own model:
+    baselines and sb3-contrib count the damping, which only regularizes the solve, and step short of max_kl."""
     objective, _ = objective_and_kls_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
     objective = objective.detach()
@@ -475,11 +450,8 @@ def adapt_entropy_coef(ent_coef, entropy_gap):
 
 
 def fit_critic(critic, optimizer, obs, returns, args):
-    """args.vf_epochs passes of Adam on args.vf_minibatches shuffled minibatches of 1/2 (V(s) - R)^2;
-    returns (mean loss, skipped steps).
-
-    A step whose loss or gradient is not finite is skipped, so a broken observation or return never
-    reaches the weights."""
+    """args.vf_epochs passes of Adam over args.vf_minibatches shuffled minibatches of 1/2 (V(s) - R)^2;
+    returns (mean loss, skipped steps): a step with a non-finite loss or gradient never reaches the weights."""
     batch_size = obs.shape[0]
     minibatch_size = batch_size // args.vf_minibatches
     losses, skipped = [], 0
@@ -510,13 +482,10 @@ def seed_everything(seed):
 
 
 def evaluate(actor, args, device, label, video_name=None, epsilon=0.05):
-    """args.eval_episodes whole games of the actor on an env of its own (make_env), recorded into
-    videos/{video_name} if given; prints "{label}: mean return ..." and returns their scores.
-
-    Epsilon-greedy (argmax, a random action with probability 5%, the usual Atari evaluation):
-    a fully greedy policy can stall forever in games like Breakout that wait for FIRE. Its env and
-    its epsilon draws are seeded with seed + 10_000 and it draws from no global random generator,
-    so evaluating during training leaves the run unchanged."""
+    """args.eval_episodes whole games on an env of its own (make_env), recorded into videos/{video_name} if
+    given; prints "{label}: mean return ..." and returns the scores. Epsilon-greedy (5% random actions, the
+    usual Atari evaluation): a greedy policy can stall forever where a game waits for FIRE. The env and the
+    epsilon draws are seeded with seed + 10_000, no global random generator: evaluating leaves the run as it was."""
     env = make_env(args.env_id, video_name)()
     rng = np.random.default_rng(args.seed + 10_000)
     scores, score = [], 0.0
@@ -603,7 +572,7 @@ def read_file(path, what):
     unpickling reads tensors and plain containers only and never runs code from the file."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+    except Exception as e:
         raise ValueError(f"cannot read {what} {path!r} ({type(e).__name__})") from e
     if isinstance(state, dict):  # not a bare tensor, say, which indexing by name would only warn about
         return state
@@ -616,7 +585,7 @@ def load_model(path, num_actions):
     try:
         actor = Actor(num_actions)
         actor.load_state_dict(checkpoint["actor"])
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+    except Exception as e:
         raise ValueError(f"{path!r} is not a model of this script for this game ({type(e).__name__})") from e
     return actor
 
@@ -639,17 +608,10 @@ def start_logging(args, run_name, resumed, total_steps):
     if args.track:
         import wandb
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            monitor_gym=True,  # uploads what RecordVideo records
-            save_code=True,
-            id=resumed.get("wandb_id") if resumed else None,
-            resume="allow",
-        )
+        project = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name}
+        # A resumed run goes on in the same wandb run; monitor_gym uploads what RecordVideo records.
+        project |= {"id": resumed.get("wandb_id") if resumed else None, "resume": "allow"}
+        wandb.init(**project, config=vars(args), sync_tensorboard=True, monitor_gym=True, save_code=True)
     wandb_id = wandb.run.id if args.track else None
     # On resume, TensorBoard drops what the interrupted run logged after its checkpoint.
     writer = SummaryWriter(f"runs/{run_name}", purge_step=resumed["global_step"] + 1 if resumed else None)

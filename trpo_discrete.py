@@ -13,7 +13,6 @@ Every iteration collects num_steps x num_envs transitions, then
 import datetime
 import math
 import os
-import pickle
 import random
 import sys
 import time
@@ -179,21 +178,16 @@ class RunningMeanStd:
 
 
 def sample_action(logits):
-    """Sample a ~ softmax(logits) for each row, by inverse CDF.
-
-    Written out rather than through torch.distributions.Categorical, whose construction costs
-    more than the rest of the step at rollout batch sizes. The log-probs pi_old(a|s) are computed
-    after the rollout in one batched pass, since the policy does not change during it."""
+    """Sample a ~ softmax(logits) for each row by inverse CDF, cheaper than building a Categorical at
+    rollout batch sizes; pi_old(a|s) is computed after the rollout, in one batched pass."""
     cumulative = torch.softmax(logits, dim=-1).cumsum(-1)
     return (cumulative < torch.rand_like(cumulative[:, :1])).sum(-1).clamp(max=logits.shape[-1] - 1)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
-    """GAE over (num_steps, num_envs) numpy arrays, all envs at once; returns (advantages, returns).
-
-    dones[t] = 1 when transition t ended its episode (terminated or truncated), so s_{t+1} belongs to
-    a new episode and is not bootstrapped from; a truncated transition already carries
-    gamma * V(final obs) in rewards[t]. next_value = V(obs after the last step)."""
+    """GAE over (num_steps, num_envs) arrays; returns (advantages, returns). dones[t] = 1: transition t
+    ended its episode, so s_{t+1} starts another and is not bootstrapped from (a truncated transition
+    already carries gamma * V(final obs) in rewards[t]). next_value = V(obs after the last step)."""
     advantages = np.zeros_like(rewards)
     last_gae = np.zeros_like(next_value)
     for t in reversed(range(rewards.shape[0])):
@@ -262,12 +256,8 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 
 
 def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, backtrack_coeff):
-    """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; accept the first step whose
-    mean KL is at most max_kl and whose objective beats old_objective = objective_fn() at theta_old.
-    On failure theta_old is restored and the KL is NaN.
-
-    Returns the diagnostics logged under trpo/: line_search_success, line_search_iters, step_fraction,
-    kl and actual_improvement."""
+    """Try theta_old + backtrack_coeff**k * full_step for k = 0, 1, ...; take the first step whose mean KL
+    is at most max_kl and whose objective beats old_objective. On failure restore theta_old, KL NaN."""
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         for k in range(BACKTRACK_ITERS):
@@ -284,13 +274,10 @@ def line_search(actor, objective_fn, kl_fn, full_step, old_objective, max_kl, ba
 
 
 def trpo_step(actor, objective_fn, kl_fn, obs, max_kl, args):
-    """One trust-region step on the actor; returns the diagnostics logged under trpo/.
-
-    g = grad L, x = (F + damping I)^-1 g by CG, full step sqrt(2 max_kl / x^T F x) x (the largest
-    step along x with 1/2 s^T F s = max_kl, Appendix C of the paper), then the line search.
-    Non-finite values skip the step. The step length uses the undamped x^T F x, the KL's own
-    quadratic model, where OpenAI baselines, Spinning Up and sb3-contrib use x^T (F + damping I) x:
-    the damping only regularizes the solve, and counting it would make every step shorter than max_kl allows."""
+    """One trust-region step on the actor; returns the diagnostics logged under trpo/. x = (F + damping I)^-1 g
+    by CG, full step sqrt(2 max_kl / x^T F x) x (1/2 s^T F s = max_kl, Appendix C of the paper), then the
+    line search; non-finite values skip the step. The length uses the undamped x^T F x, the KL's own model:
+    baselines and sb3-contrib count the damping, which only regularizes the solve, and step short of max_kl."""
     objective = objective_fn()
     policy_gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, actor.parameters())])
     fisher_vector_product = fisher_vector_product_fn(actor, obs)
@@ -306,11 +293,8 @@ def trpo_step(actor, objective_fn, kl_fn, obs, max_kl, args):
 
 
 def fit_critic(critic, optimizer, obs, returns, args):
-    """args.vf_epochs passes of Adam on args.vf_minibatches shuffled minibatches of 1/2 (V(s) - R)^2;
-    returns (mean loss, skipped steps).
-
-    A step whose loss or gradient is not finite is skipped, so a broken observation or return never
-    reaches the weights."""
+    """args.vf_epochs passes of Adam over args.vf_minibatches shuffled minibatches of 1/2 (V(s) - R)^2;
+    returns (mean loss, skipped steps): a step with a non-finite loss or gradient never reaches the weights."""
     batch_size = obs.shape[0]
     minibatch_size = batch_size // args.vf_minibatches
     losses, skipped = [], 0
@@ -331,12 +315,9 @@ def fit_critic(critic, optimizer, obs, returns, args):
 
 
 def evaluate(actor, obs_rms, args, device, label, video_name=None):
-    """args.eval_episodes greedy (argmax) episodes of the actor on an env of its own, observations
-    normalized with frozen statistics, recorded into videos/{video_name} if given; prints
-    "{label}: mean return ..." and returns the episodes' returns.
-
-    Its env is seeded with seed + 10_000 and it draws from no global random generator, so every
-    evaluation starts from the same states and evaluating during training leaves the run unchanged."""
+    """args.eval_episodes greedy (argmax) episodes on an env seeded seed + 10_000, with frozen statistics
+    and no global random generator: every evaluation starts from the same states and leaves the run as
+    it was. Records into videos/{video_name} if given, prints "{label}: mean return ...", returns the returns."""
     env = make_env(args.env_id, 0, video_name is not None, video_name)()
     episodic_returns, episodic_return = [], 0.0
     obs, _ = env.reset(seed=args.seed + 10_000)
@@ -376,18 +357,15 @@ def load_model(path, observation_space, action_space):
     weights_only: unpickling reads tensors and plain containers only and never runs code from the file."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
+    except Exception as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
-        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
-            raise TypeError(type(checkpoint).__name__)
         actor = Actor(np.prod(observation_space.shape), action_space.n)
-        actor.load_state_dict(checkpoint["actor"])
-        obs_rms = None
-        if checkpoint["obs_rms"] is not None:
-            obs_rms = RunningMeanStd(observation_space.shape)
+        actor.load_state_dict(dict(checkpoint)["actor"])  # dict(): a bare tensor would only warn when indexed by name
+        obs_rms = RunningMeanStd(observation_space.shape) if checkpoint["obs_rms"] is not None else None
+        if obs_rms is not None:
             obs_rms.load_state_dict(checkpoint["obs_rms"])
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+    except Exception as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
 
@@ -398,15 +376,9 @@ def start_logging(args, run_name, total_steps):
     if args.track:
         import wandb
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            monitor_gym=True,  # uploads what RecordVideo records
-            save_code=True,
-        )
+        project = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name}
+        # monitor_gym uploads what RecordVideo records.
+        wandb.init(**project, config=vars(args), sync_tensorboard=True, monitor_gym=True, save_code=True)
     writer = SummaryWriter(f"runs/{run_name}")
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
@@ -459,7 +431,7 @@ def check_inputs(args):
                 env.render()
                 env.close()
         except Exception as e:
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            reason = (str(e) or type(e).__name__).splitlines()[0]
             raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
     return obs_space, action_space
 
