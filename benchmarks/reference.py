@@ -1,5 +1,7 @@
 """Reference runs: sb3-contrib TRPO and stable-baselines3 PPO with the rl-baselines3-zoo
-hyperparameters, logged with our TensorBoard keys so benchmarks/report.py reads both alike.
+hyperparameters as the rl_zoo3 package ships them (its hyperparams/trpo.yml and ppo.yml), logged
+with our TensorBoard keys so benchmarks/report.py reads both alike; the zoo entry used and its
+settings go into the run's hyperparameters table, and so into its summary.
 
     python benchmarks/reference.py --algo trpo --env-id CartPole-v1 --seed 1
 
@@ -9,12 +11,16 @@ deterministic evaluation, whose mean is printed as `eval: mean return X`, like o
 """
 
 import argparse
+import ast
 import time
+from pathlib import Path
 
 import ale_py
 import gymnasium as gym
 import numpy as np
+import rl_zoo3
 import torch
+import yaml
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
@@ -25,63 +31,50 @@ from torch.utils.tensorboard import SummaryWriter
 
 gym.register_envs(ale_py)
 
-# The zoo tunes TRPO on the first three; its MuJoCo defaults serve the others (Swimmer's gamma 0.9999 by --gamma).
-MUJOCO = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")
-MUJOCO += ("Swimmer-v5", "InvertedDoublePendulum-v5", "Reacher-v5", "Pusher-v5", "HumanoidStandup-v5", "Humanoid-v5")
-BIG_MLP = {"log_std_init": -2, "ortho_init": False, "activation_fn": torch.nn.ReLU}
-BIG_MLP["net_arch"] = {"pi": [256, 256], "vf": [256, 256]}
+# rl_zoo3 ships the zoo's tuned settings; its MuJoCo entries name the ids of their time (-v4, some -v2).
+ZOO = Path(rl_zoo3.__file__).parent / "hyperparams"
+ZOO_VERSIONS = ("-v4", "-v2")
+# Keys of a zoo entry that say how to build the env, not the algorithm: make_sb3_env builds what they name.
+ENV_KEYS = ("policy", "n_timesteps", "n_envs", "normalize", "env_wrapper", "frame_stack")
 
 
 def linear(start):
     return lambda progress_remaining: progress_remaining * start
 
 
-# rl-baselines3-zoo hyperparams/trpo.yml and ppo.yml (its -v3/-v4 MuJoCo entries used for -v5).
-HYPERPARAMS = {
-    ("trpo", "CartPole-v1"): {
-        "n_timesteps": 100_000, "n_envs": 2, "n_steps": 512, "batch_size": 512, "cg_damping": 1e-3,
-        "gae_lambda": 0.98, "gamma": 0.99, "learning_rate": 1e-3, "n_critic_updates": 20,
-    },
-    ("trpo", "Acrobot-v1"): {"n_timesteps": 100_000, "normalize": True, "n_envs": 2, "n_steps": 1024},
-    ("trpo", "MountainCar-v0"): {
-        "n_timesteps": 100_000, "normalize": True, "n_envs": 2, "n_steps": 1024, "n_critic_updates": 20,
-    },
-    ("trpo", "Pendulum-v1"): {
-        "n_timesteps": 100_000, "n_envs": 2, "n_steps": 1024, "gamma": 0.9, "n_critic_updates": 15,
-        "use_sde": True, "sde_sample_freq": 4,
-    },
-    **{
-        ("trpo", env_id): {
-            "n_timesteps": 1_000_000, "normalize": True, "n_envs": 2, "batch_size": 128, "n_steps": 1024,
-            "gamma": 0.99, "gae_lambda": 0.95, "sub_sampling_factor": 1, "cg_max_steps": 25, "cg_damping": 0.1,
-            "n_critic_updates": 20, "learning_rate": 1e-3, **({"target_kl": 0.04} if "Cheetah" in env_id else {}),
-        }
-        for env_id in MUJOCO
-    },
-    ("ppo", "Pendulum-v1"): {
-        "n_timesteps": 100_000, "n_envs": 4, "n_steps": 1024, "gae_lambda": 0.95, "gamma": 0.9, "n_epochs": 10,
-        "ent_coef": 0.0, "learning_rate": 1e-3, "clip_range": 0.2, "use_sde": True, "sde_sample_freq": 4,
-    },
-    ("ppo", "HalfCheetah-v5"): {
-        "n_timesteps": 1_000_000, "normalize": True, "n_envs": 1, "batch_size": 64, "n_steps": 512,
-        "gamma": 0.98, "learning_rate": 2.0633e-05, "ent_coef": 0.000401762, "clip_range": 0.1, "n_epochs": 20,
-        "gae_lambda": 0.92, "max_grad_norm": 0.8, "vf_coef": 0.58096, "policy_kwargs": BIG_MLP,
-    },
-    ("ppo", "Hopper-v5"): {
-        "n_timesteps": 1_000_000, "normalize": True, "n_envs": 1, "batch_size": 32, "n_steps": 512,
-        "gamma": 0.999, "learning_rate": 9.80828e-05, "ent_coef": 0.00229519, "clip_range": 0.2, "n_epochs": 5,
-        "gae_lambda": 0.99, "max_grad_norm": 0.7, "vf_coef": 0.835671, "policy_kwargs": BIG_MLP,
-    },
-    ("ppo", "Walker2d-v5"): {
-        "n_timesteps": 1_000_000, "normalize": True, "n_envs": 1, "batch_size": 32, "n_steps": 512,
-        "gamma": 0.99, "learning_rate": 5.05041e-05, "ent_coef": 0.000585045, "clip_range": 0.1, "n_epochs": 20,
-        "gae_lambda": 0.95, "max_grad_norm": 1, "vf_coef": 0.871923, "policy_kwargs": BIG_MLP,
-    },
-    ("ppo", "atari"): {
-        "n_timesteps": 10_000_000, "n_envs": 8, "n_steps": 128, "n_epochs": 4, "batch_size": 256,
-        "learning_rate": linear(2.5e-4), "clip_range": linear(0.1), "vf_coef": 0.5, "ent_coef": 0.01,
-    },
-}  # fmt: skip
+def zoo_value(node):
+    """The value of a zoo policy_kwargs expression such as "dict(net_arch=[64], activation_fn=nn.ReLU)":
+    literals, dict(...) and torch.nn attributes, read from its syntax tree; nothing in the file is run."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+        return {keyword.arg: zoo_value(keyword.value) for keyword in node.keywords}
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "nn":
+        return getattr(torch.nn, node.attr)
+    if isinstance(node, ast.List):
+        return [zoo_value(element) for element in node.elts]
+    return ast.literal_eval(node)
+
+
+def zoo_entry(algo, env_id):
+    """(name, settings) of the zoo's entry for env_id in rl_zoo3's hyperparams/{algo}.yml: the id's own,
+    for a -v5 id the zoo's -v4 or -v2 one, else its atari entry on Atari, else its default entry."""
+    entries = yaml.safe_load((ZOO / f"{algo}.yml").read_text())
+    names = [env_id] + [env_id.replace("-v5", version) for version in ZOO_VERSIONS if env_id.endswith("-v5")]
+    name = next((name for name in names if name in entries), "atari" if is_atari(env_id) else "default")
+    if name not in entries:
+        raise SystemExit(f"reference.py: error: rl_zoo3 has no {algo} settings for {env_id}")
+    return name, dict(entries[name])
+
+
+def algorithm_kwargs(settings):
+    """The algorithm's keyword arguments of a zoo entry: "lin_X" as a schedule falling linearly from X
+    to 0, policy_kwargs read by zoo_value."""
+    kwargs = {key: value for key, value in settings.items() if key not in ENV_KEYS}
+    for key, value in kwargs.items():
+        if isinstance(value, str) and value.startswith("lin_"):
+            kwargs[key] = linear(float(value.removeprefix("lin_")))
+    if "policy_kwargs" in kwargs:
+        kwargs["policy_kwargs"] = zoo_value(ast.parse(kwargs["policy_kwargs"].strip(), mode="eval").body)
+    return kwargs
 
 
 def is_atari(env_id):
@@ -120,24 +113,24 @@ def main():
     parser.add_argument("--gamma", type=float, help="the discount, in place of the zoo's")
     args = parser.parse_args()
 
-    key = (args.algo, "atari" if is_atari(args.env_id) else args.env_id)
-    if key not in HYPERPARAMS:
-        raise SystemExit(f"reference.py: error: no rl-zoo hyperparameters here for {key}")
-    hyperparams = dict(HYPERPARAMS[key])
-    total_timesteps = args.total_timesteps or hyperparams.pop("n_timesteps")
-    hyperparams.pop("n_timesteps", None)
+    entry, settings = zoo_entry(args.algo, args.env_id)
     if args.gamma is not None:
-        hyperparams["gamma"] = args.gamma
-    n_envs, normalize = hyperparams.pop("n_envs"), hyperparams.pop("normalize", False)
-    env = make_sb3_env(args.env_id, n_envs, args.seed)
-    policy = "CnnPolicy" if is_atari(args.env_id) else "MlpPolicy"
+        settings["gamma"] = args.gamma
+    total_timesteps = args.total_timesteps or int(settings["n_timesteps"])
+    env = make_sb3_env(args.env_id, settings.get("n_envs", 1), args.seed)
+    normalize = settings.get("normalize", False)  # true, or the keyword arguments of VecNormalize as text
     if normalize:
-        env = VecNormalize(env, gamma=hyperparams.get("gamma", 0.99))
+        normalize = ast.literal_eval(normalize) if isinstance(normalize, str) else {}
+        env = VecNormalize(env, **{"gamma": settings.get("gamma", 0.99), **normalize})
 
     algo = TRPO if args.algo == "trpo" else PPO
-    model = algo(policy, env, seed=args.seed, device="cpu", **hyperparams)
+    model = algo(settings["policy"], env, seed=args.seed, device="cpu", **algorithm_kwargs(settings))
     run_name = f"{args.env_id}__{args.algo}_reference__{args.seed}__{int(time.time())}"
     writer = SummaryWriter(f"runs/{run_name}")
+    # The settings as run, in the table benchmarks/summary.py reads into a summary's args.
+    recorded = {"env-id": args.env_id, "seed": args.seed, "zoo_entry": entry, "total_timesteps": total_timesteps}
+    table = "".join(f"|{key}|{' '.join(str(value).split())}|\n" for key, value in (recorded | settings).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
     start = time.time()
     model.learn(total_timesteps=total_timesteps, callback=EpisodeLogger(writer))
     sps = model.num_timesteps / (time.time() - start)

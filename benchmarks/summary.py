@@ -38,7 +38,7 @@ CURVE_POINTS = 200
 
 def read_events(run_folder):
     """({tag: (steps, values)}, wall-clock seconds, {Args field: value as text}) from the TensorBoard
-    logs of one run; the last is {} for a run that logs no hyperparameters table (the references).
+    logs of one run; the last is {} for a run that logs no hyperparameters table.
 
     Each log folder is read as a whole, so the events a resumed run purged are dropped, as TensorBoard
     does; of the final evaluation's games (logged at steps 0, 1, ...) only the last evaluation's are kept.

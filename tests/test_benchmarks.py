@@ -2,6 +2,8 @@
 memory.py's batches;
 fvp_atari.py's warm-started CG and its probe of the training run; directions_atari.py's probe."""
 
+import ast
+import dataclasses
 import importlib
 import json
 import re
@@ -9,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pytest
+import torch
 
+import trpo_continuous
 from benchmarks import directions_atari, fvp_atari, memory
 from benchmarks import report as report_module
 from benchmarks import run as run_module
@@ -234,6 +239,76 @@ def test_report_refuses_a_page_without_markers_or_a_row_without_summaries(tmp_pa
     summary_module.write_summary(fake_summary("missing", 1, [1.0]), tmp_path / "runs")
     with pytest.raises(SystemExit, match="has no results markers"):
         report_module.main(["--pages", str(pages), "--runs", str(tmp_path / "runs"), "--repo", str(tmp_path)])
+
+
+def test_the_flags_column_shows_how_a_row_differs_from_todays_defaults(tmp_path):
+    runs = tmp_path / "runs"
+    defaults = {f.name: str(f.default) for f in dataclasses.fields(trpo_continuous.Args) if f.init}
+    for seed in (1, 2):
+        summary = fake_summary("defaults", seed, [100.0])
+        summary["args"] = defaults | {"seed": str(seed), "total_timesteps": "1000"}
+        summary_module.write_summary(summary, runs)
+        # Run with --gamma 0.9 typed, by a script whose default norm_obs was off and which had --entropy-ceiling.
+        older = fake_summary("older", seed, [100.0], "--gamma 0.9 --entropy-ceiling")
+        older["args"] = defaults | {"gamma": "0.9", "norm_obs": "False", "entropy_ceiling": "True"}
+        summary_module.write_summary(older, runs)
+    table = {"env": "Env-v0", "rows": [["defaults", "defaults"], ["older", "older"]]}
+    page, pages = write_page(tmp_path, {"tables": [table]})
+    assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
+    lines = page.read_text().splitlines()
+    assert next(line for line in lines if line.startswith("| defaults |")).startswith("| defaults |  | ")
+    assert next(line for line in lines if line.startswith("| older |")).startswith(
+        "| older | `--gamma 0.9 --no-norm-obs --entropy-ceiling` | "
+    )
+    command = "python benchmarks/run.py trpo_continuous.py --envs Env-v0 --seeds 1 2 --label"
+    assert f"- defaults: `{command} defaults`" in lines
+    # An argument today's script lacks: the runs recorded no commit to check out, so the command says so.
+    assert (
+        f"- older: `{command} older -- --gamma 0.9 --entropy-ceiling  # ran an older script (its runs: not recorded)`"
+        in lines
+    )
+
+
+def test_every_label_has_its_own_colour_on_every_plot():
+    pages = json.loads(report_module.PAGES.read_text())
+    colours = report_module.label_colours(pages)
+    assert set(colours) == {label for _, label in shown_rows(pages)}
+    assert len(set(colours.values())) == len(colours)
+    # The same mapping whatever page is drawn first.
+    assert report_module.label_colours(dict(reversed(list(pages.items())))).keys() == colours.keys()
+
+
+def test_report_check_compares_the_plots_too(tmp_path):
+    if matplotlib.__version__ != report_module.pinned_matplotlib():
+        pytest.skip(f"plots are compared under matplotlib {report_module.pinned_matplotlib()} alone")
+    runs = tmp_path / "runs"
+    summary_module.write_summary(fake_summary("base", 1, [100.0]), runs)
+    page, pages = write_page(tmp_path, {"tables": [{"env": "Env-v0", "rows": [["base", "base"]]}]})
+    argv = ["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]
+    assert report_module.main(argv) == 0 and report_module.main([*argv, "--check"]) == 0
+    plot = page.with_suffix(".png")
+    plot.write_bytes(plot.read_bytes() + b"\0")
+    assert report_module.main([*argv, "--check"]) == 1
+    plot.unlink()
+    assert report_module.main([*argv, "--check"]) == 1
+
+
+def test_the_references_take_the_zoo_settings_from_the_rl_zoo3_package():
+    pytest.importorskip("rl_zoo3")
+    pytest.importorskip("sb3_contrib")
+    reference = importlib.import_module("benchmarks.reference")
+    name, settings = reference.zoo_entry("trpo", "HalfCheetah-v5")  # the zoo names the MuJoCo ids of its time
+    assert name == "HalfCheetah-v4" and settings["target_kl"] == 0.04 and settings["normalize"] is True
+    assert reference.zoo_entry("trpo", "Pusher-v5")[0] == "default"  # no entry: the zoo's defaults
+    assert reference.zoo_entry("ppo", "Reacher-v5")[0] == "Reacher-v2"
+    kwargs = reference.algorithm_kwargs(reference.zoo_entry("ppo", "HalfCheetah-v5")[1])
+    assert kwargs["policy_kwargs"]["activation_fn"] is torch.nn.ReLU and "normalize" not in kwargs
+    name, settings = reference.zoo_entry("ppo", "BreakoutNoFrameskip-v4")
+    assert name == "atari" and reference.algorithm_kwargs(settings)["learning_rate"](0.5) == pytest.approx(1.25e-4)
+    with pytest.raises(ValueError):  # an expression that would call anything is refused, not run
+        reference.zoo_value(ast.parse("__import__('os').getcwd()", mode="eval").body)
+    with pytest.raises(SystemExit, match="no trpo settings"):
+        reference.zoo_entry("trpo", "BreakoutNoFrameskip-v4")
 
 
 def shown_rows(pages):
