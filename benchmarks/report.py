@@ -16,7 +16,9 @@ return over the last 10% of its steps (mean of the binned episodic returns there
 many seeds reach the table's threshold, and the difference of its mean from the first row's with a
 two-sided permutation test's p. An ablation row
 shows its differences from its base in both metrics, on the seeds they share; one whose runs ended before
-their final evaluation, in training return alone, both over the steps those runs reached.
+their final evaluation, in training return alone, both over the steps those runs reached. A TRPO ablation
+row also shows the mean KL of its taken steps (trpo/kl) over the first and the last 10% of those steps,
+beside its base's.
 """
 
 import argparse
@@ -269,13 +271,30 @@ def env_table(runs, table):
     return lines + [""], (title, rows)
 
 
+def step_kl(seed_runs, seeds, steps=None):
+    """'first / last' of the mean KL of the taken steps (the curve trpo/kl) over the first and the last 10% of
+    the first `steps` (default: all) of each seed's run, averaged over seeds; '-' without that curve."""
+    shares = []
+    for seed in seeds:
+        summary = seed_runs[seed]
+        end = steps or summary["global_steps"]
+        curve = [(step, kl) for step, kl in summary["curves"].get("trpo/kl", []) if kl is not None]
+        first = [kl for step, kl in curve if step <= 0.1 * end]
+        last = [kl for step, kl in curve if 0.9 * end <= step <= end]
+        if not first or not last:
+            return "-"
+        shares.append((np.mean(first), np.mean(last)))
+    first, last = np.mean(shares, axis=0)
+    return f"{first:.2g} / {last:.2g}"
+
+
 def ablation_table(runs, ablations):
     """One row per setting tried: its flags as run (a row and its base may have run different versions of the
-    script), and its difference from the base on shared seeds, in final eval and in training return."""
-    lines = [
-        "| setting | flags as run | env | seeds | final eval | difference | p | training return, last 10% | difference |",
-        "|-|-|-|-|-|-|-|-|-|",
-    ]
+    script), and its difference from the base on shared seeds, in final eval and in training return; for TRPO,
+    the mean KL of its steps and of its base's early and late in training."""
+    header = ["setting", "flags as run", "env", "seeds", "final eval", "difference", "p"]
+    header += ["training return, last 10%", "difference", "step KL, first / last 10%", "base's"]
+    lines = ["| " + " | ".join(header) + " |", "|-" * len(header) + "|"]
     for item in ablations:
         base, runs_of = load_runs(runs, item["env"], item["base"]), load_runs(runs, item["env"], item["label"])
         shared = [seed for seed in runs_of if seed in base]
@@ -293,6 +312,7 @@ def ablation_table(runs, ablations):
             np.mean([training_return(r[seed], steps=steps) for seed in shared]) for r in (runs_of, base)
         )
         cells += [f"{trained:.1f}", f"{trained - base_trained:+.1f}"]
+        cells += [step_kl(runs_of, shared, steps), step_kl(base, shared, steps)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 

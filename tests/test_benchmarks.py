@@ -194,7 +194,12 @@ def test_report_compares_rows_with_the_first_and_ablations_with_their_base_on_sh
     for seed, value in zip((1, 2, 3), (100.0, 200.0, 300.0)):
         summary_module.write_summary(fake_summary("base", seed, [value, value]), runs)
     for seed, value in zip((2, 3, 4), (250.0, 350.0, 9000.0)):
-        summary_module.write_summary(fake_summary("tuned", seed, [value], "--gamma 0.9 --no-norm-obs", slope=2.0), runs)
+        tuned = fake_summary("tuned", seed, [value], "--gamma 0.9 --no-norm-obs", slope=2.0)
+        # The taken steps' mean KL, binned: seed 2 at half of seed 3's and 4's.
+        tuned["curves"]["trpo/kl"] = [
+            [step, 0.01 * (1 + (seed > 2)) * (1 - step / 1000) or None] for step in (0, 100, 900, 1000)
+        ]
+        summary_module.write_summary(tuned, runs)
     table = {"env": "Env-v0", "threshold": 260, "rows": [["base", "defaults"], ["tuned", "tuned"]]}
     titled = {"env": "Env-v0", "title": "Env-v0, tuned alone", "rows": [["tuned", "tuned"]]}
     ablation = {"env": "Env-v0", "base": "base", "label": "tuned", "name": "lower gamma"}
@@ -214,7 +219,9 @@ def test_report_compares_rows_with_the_first_and_ablations_with_their_base_on_sh
     # The ablation row: its flags as run, and the difference on seeds 2 and 3 alone.
     shared_p = report_module.permutation_p_value(np.array([250.0, 350.0]), np.array([200.0, 300.0]))
     ablation_row = f"| lower gamma | `--gamma 0.9 --no-norm-obs` | Env-v0 | 2-3 | 300.0 | +50.0 | {shared_p:.3f} |"
-    assert f"{ablation_row} 1900.0 | +950.0 |" in lines
+    # Its steps' mean KL over the first 10% of the steps (bins at 0 and 100) and the last (900; 1000 has none),
+    # on seeds 2 and 3: ((0.01 + 0.009) / 2 + (0.02 + 0.018) / 2) / 2 and (0.001 + 0.002) / 2; none for the base.
+    assert f"{ablation_row} 1900.0 | +950.0 | 0.014 / 0.0015 | - |" in lines
     # Every setting tried on the envs the page lists, in one plot linked under the ablations.
     assert "![every setting tried](page_ablations.png)" in lines
     assert (page.parent / "page_ablations.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -228,7 +235,9 @@ def test_an_ablation_stopped_before_its_final_evaluation_is_compared_over_the_st
     page, pages = write_page(tmp_path, {"tables": [], "ablations": [ablation]})
     assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
     # No final evaluation to compare; training returns over the last 10% of 500 steps: 2 * 500 against 500.
-    assert "| stopped early | (none) | Env-v0 | 1 | - | - | - | 1000.0 | +500.0 |" in page.read_text().splitlines()
+    assert (
+        "| stopped early | (none) | Env-v0 | 1 | - | - | - | 1000.0 | +500.0 | - | - |" in page.read_text().splitlines()
+    )
 
 
 def test_report_refuses_a_page_without_markers_or_a_row_without_summaries(tmp_path):
