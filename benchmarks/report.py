@@ -393,6 +393,31 @@ def headline(runs, rows):
     return lines + [""]
 
 
+def grid(runs, spec):
+    """A table of an env per row and an implementation per column: each cell the final evaluation's mean +- std
+    over seeds and the seeds, '-' without runs; a dagger marks runs of an older script (its page has the commit)."""
+    lines = [
+        "| env | " + " | ".join(name for _, name in spec["columns"]) + " |",
+        "|-" * (len(spec["columns"]) + 1) + "|",
+    ]
+    older = False
+    for env_id in spec["envs"]:
+        cells = [env_id]
+        for label, _ in spec["columns"]:
+            if not (Path(runs) / env_id / label).is_dir():
+                cells.append("-")
+                continue
+            seed_runs = load_runs(runs, env_id, label)
+            command = run_command(seed_runs, label)
+            mark = "†" if "#" in command or command.startswith("git checkout") else ""
+            older |= bool(mark)
+            cells.append(f"{mean_and_spread(final_evals(seed_runs))}{mark}, seeds {seed_range(list(seed_runs))}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if older:
+        lines += ["", "† ran an older version of the script or of reference.py: its page's command says which commit, where recorded."]
+    return lines + [""]
+
+
 def render(page, spec, runs, repo):
     """(new text of the page, [(table title, rows)] for its plot, [(title, rows)] for its ablations' plot)."""
     generated, plotted, ablations_plotted = [], [], []
@@ -409,6 +434,8 @@ def render(page, spec, runs, repo):
         generated += [f"![every setting tried]({Path(page).stem}_ablations.png)", ""]
     if spec.get("headline"):
         generated += headline(runs, spec["headline"])
+    if spec.get("grid"):
+        generated += [spec["grid"]["title"], "", *grid(runs, spec["grid"])]
     text = (repo / page).read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"report.py: error: {page} has no results markers")

@@ -278,6 +278,23 @@ def test_the_flags_column_shows_how_a_row_differs_from_todays_defaults(tmp_path)
     )
 
 
+def test_the_grid_sets_implementations_side_by_side_and_marks_older_runs(tmp_path):
+    runs = tmp_path / "runs"
+    for seed in (1, 2):
+        summary_module.write_summary(fake_summary("ours", seed, [float(seed)]), runs)
+        older = fake_summary("theirs", seed, [10.0])
+        older["args"] = {"a_removed_option": "1"}
+        summary_module.write_summary(older, runs)
+    columns = [["ours", "ours.py"], ["theirs", "theirs.py"]]
+    spec = {"grid": {"title": "A grid.", "envs": ["Env-v0", "Other-v0"], "columns": columns}}
+    page, pages = write_page(tmp_path, spec)
+    assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
+    lines = page.read_text().splitlines()
+    assert "| env | ours.py | theirs.py |" in lines
+    assert "| Env-v0 | 1.5 +- 0.5, seeds 1-2 | 10.0 +- 0.0†, seeds 1-2 |" in lines
+    assert "| Other-v0 | - | - |" in lines and any(line.startswith("† ran an older version") for line in lines)
+
+
 def test_every_label_has_its_own_colour_on_every_plot():
     pages = json.loads(report_module.PAGES.read_text())
     colours = report_module.label_colours(pages)
