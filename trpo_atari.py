@@ -560,7 +560,7 @@ def start_logging(args, run_name, resumed, total_steps):
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
     print(
-        f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+        f"runs/{run_name}: {args.num_iterations} iterations x {total_steps // args.num_iterations} = {total_steps} of {args.total_timesteps} steps"
     )
     return writer, wandb_id
 

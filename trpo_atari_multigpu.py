@@ -2,10 +2,9 @@
 
     torchrun --nproc-per-node 2 trpo_atari_multigpu.py --num-envs 8 --max-kl 0.02
 
-Each process (rank) steps its own num_envs envs; the policy gradient, Fisher-vector products, advantage
-statistics, entropy, line-search values (the largest per-state KL: the largest of any rank), the critic's
-gradients and the reward statistics are shared, so all ranks take the same steps. Rank 0 alone logs,
-checkpoints and evaluates. nccl on CUDA, gloo on the CPU; torchrun --nnodes spans machines.
+Each process (rank) steps its own num_envs envs; all ranks share the policy gradient, Fisher-vector products,
+advantage statistics, entropy, line-search values (the largest per-state KL of any rank), the critic's gradients
+and the reward statistics, so they take the same steps. Rank 0 alone logs, checkpoints and evaluates.
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on Atari:
 many small updates (8 envs x 128 steps, as ppo_atari.py), rewards scaled by the running std of the

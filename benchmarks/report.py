@@ -414,7 +414,7 @@ def grid(runs, spec):
             cells.append(f"{mean_and_spread(final_evals(seed_runs))}{mark}, seeds {seed_range(list(seed_runs))}")
         lines.append("| " + " | ".join(cells) + " |")
     if older:
-        lines += ["", "† ran an older version of the script or of reference.py: its page's command says which commit, where recorded."]
+        lines += ["", "† ran an older version of the script or of reference.py; its page's command says which."]
     return lines + [""]
 
 
