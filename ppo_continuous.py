@@ -422,16 +422,14 @@ def main(args):
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None
     discounted_return = np.zeros(args.num_envs)
+    to_tensor = partial(torch.as_tensor, device=device)
 
     def normalize(obs, update_stats=False):
         if obs_rms is not None and update_stats:
             obs_rms.update(obs)
         return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
 
-    to_tensor = partial(torch.as_tensor, device=device)
-
-    # Rollout storage, (num_steps, num_envs, ...): numpy while acting (a numpy write costs far less
-    # than a torch one at this size), moved to torch once per rollout.
+    # Rollout storage, (num_steps, num_envs, ...): numpy while acting (cheaper writes), torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
     actions = np.zeros((args.num_steps, args.num_envs) + action_shape, dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
@@ -460,8 +458,7 @@ def main(args):
                     return_rms.update(discounted_return)
                     reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
                     discounted_return[terminations | truncations] = 0.0
-                # Truncation is not termination: a time-limit cut keeps the value of the state it
-                # stopped in, r + gamma * V(final obs); the transition then counts as done.
+                # Truncation is not termination: a time-limit cut is bootstrapped, r + gamma * V(final obs).
                 truncated = truncations & ~terminations
                 if truncated.any():
                     final_obs = normalize(np.stack(infos["final_obs"][truncated]))

@@ -516,16 +516,14 @@ def main(args):
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
     return_rms = RunningMeanStd(()) if args.norm_reward else None
     discounted_return = np.zeros(args.num_envs)
+    to_tensor = partial(torch.as_tensor, device=device)
 
     def normalize(obs, update_stats=False):
         if obs_rms is not None and update_stats:
             obs_rms.update(obs)
         return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
 
-    to_tensor = partial(torch.as_tensor, device=device)
-
-    # Rollout storage, (num_steps, num_envs, ...): numpy while acting (a numpy write costs far less
-    # than a torch one at this size), moved to torch once per rollout.
+    # Rollout storage, (num_steps, num_envs, ...): numpy while acting (cheaper writes), torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
     actions = np.zeros((args.num_steps, args.num_envs) + action_shape, dtype=np.float32)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
@@ -553,8 +551,7 @@ def main(args):
                     return_rms.update(discounted_return)
                     reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
                     discounted_return[terminations | truncations] = 0.0
-                # Truncation is not termination: a time-limit cut keeps the value of the state it
-                # stopped in, r + gamma * V(final obs); the transition then counts as done.
+                # Truncation is not termination: a time-limit cut is bootstrapped, r + gamma * V(final obs).
                 truncated = truncations & ~terminations
                 if truncated.any():
                     final_obs = normalize(np.stack(infos["final_obs"][truncated]))
@@ -581,8 +578,7 @@ def main(args):
                 old_dist = Normal(old_mean, old_log_std.exp())
                 b_logprobs, entropy = old_dist.log_prob(b_actions).sum(-1), old_dist.entropy().sum(-1).mean().item()
             # The radius shrinks linearly as the share of training still ahead falls from 1 to 0.
-            remaining = 1 - (iteration - 1) / args.num_iterations
-            max_kl = args.final_max_kl + (args.max_kl - args.final_max_kl) * remaining
+            max_kl = args.final_max_kl + (args.max_kl - args.final_max_kl) * (1 - (iteration - 1) / args.num_iterations)
             if args.target_entropy is not None:
                 ent_coef = adapt_entropy_coef(ent_coef, args.target_entropy - entropy / action_dim)
             objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, ent_coef)
@@ -592,7 +588,6 @@ def main(args):
             recent_successes.append(diagnostics["line_search_success"])
 
             value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
-
             returns_var = b_returns.var()
             explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else math.nan
             elapsed = time.time() - start_time

@@ -473,16 +473,14 @@ def main(args):
     critic = Critic(np.prod(obs_shape)).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
+    to_tensor = partial(torch.as_tensor, device=device)
 
     def normalize(obs, update_stats=False):
         if obs_rms is not None and update_stats:
             obs_rms.update(obs)
         return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
 
-    to_tensor = partial(torch.as_tensor, device=device)
-
-    # Rollout storage, (num_steps, num_envs, ...): numpy while acting (a numpy write costs far less
-    # than a torch one at this size), moved to torch once per rollout.
+    # Rollout storage, (num_steps, num_envs, ...): numpy while acting (cheaper writes), torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
     actions = np.zeros((args.num_steps, args.num_envs), dtype=np.int64)
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
@@ -502,8 +500,7 @@ def main(args):
                 with torch.inference_mode():
                     actions[step] = sample_action(actor(to_tensor(next_obs))).cpu().numpy()
                 next_obs, reward, terminations, truncations, infos = envs.step(actions[step])
-                # Truncation is not termination: a time-limit cut keeps the value of the state it
-                # stopped in, r + gamma * V(final obs); the transition then counts as done.
+                # Truncation is not termination: a time-limit cut is bootstrapped, r + gamma * V(final obs).
                 truncated = truncations & ~terminations
                 if truncated.any():
                     final_obs = normalize(np.stack(infos["final_obs"][truncated]))
@@ -537,7 +534,6 @@ def main(args):
             recent_successes.append(diagnostics["line_search_success"])
 
             value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
-
             returns_var = b_returns.var()
             explained_var = (1 - (b_returns - b_values).var() / returns_var).item() if returns_var > 0 else math.nan
             elapsed = time.time() - start_time
