@@ -201,7 +201,8 @@ def runs_on_today_script(script, flags):
 def run_command(seed_runs, label):
     """The benchmarks/run.py command that produced a row. A row that ran an older script (an argument or a
     flag today's script lacks) or an older reference.py (no zoo entry recorded) gets the checkout of the
-    commit its runs recorded, or says that none was recorded."""
+    commit its runs recorded, or says that none was recorded; unless benchmarks/prefix.py found today's
+    script repeating the start of every seed's run, which the command then says."""
     first = next(iter(seed_runs.values()))
     script, processes, words = split_command(first["command"])
     algo = next((word.removeprefix("--algo=") for word in words if word.startswith("--algo=")), None)
@@ -218,6 +219,11 @@ def run_command(seed_runs, label):
         ) and "an older script"
     else:  # reference.py records the zoo entry it ran; the settings of runs without one were copied by hand
         older = "zoo_entry" not in first.get("args", {}) and "an older reference.py"
+    prefixes = [s.get("prefix_rerun") for s in seed_runs.values()]
+    if older and all(prefixes):  # benchmarks/prefix.py found today's script giving the same start
+        return (
+            f"{command}  # its first {steps_label(min(p['steps'] for p in prefixes))} steps rerun here: the same curves"
+        )
     if older:
         commits = {(s.get("commit") or "").partition("+")[0][:8] or "not recorded" for s in seed_runs.values()}
         if "not recorded" in commits or len(commits) > 1:
@@ -409,7 +415,7 @@ def grid(runs, spec):
                 continue
             seed_runs = load_runs(runs, env_id, label)
             command = run_command(seed_runs, label)
-            mark = "†" if "#" in command or command.startswith("git checkout") else ""
+            mark = "†" if "# ran " in command or command.startswith("git checkout") else ""
             older |= bool(mark)
             cells.append(f"{mean_and_spread(final_evals(seed_runs))}{mark}, seeds {seed_range(list(seed_runs))}")
         lines.append("| " + " | ".join(cells) + " |")

@@ -261,7 +261,11 @@ def test_the_flags_column_shows_how_a_row_differs_from_todays_defaults(tmp_path)
         older = fake_summary("older", seed, [100.0], "--gamma 0.9 --entropy-ceiling")
         older["args"] = defaults | {"gamma": "0.9", "norm_obs": "False", "entropy_ceiling": "True"}
         summary_module.write_summary(older, runs)
-    table = {"env": "Env-v0", "rows": [["defaults", "defaults"], ["older", "older"]]}
+        # An older script's run whose start benchmarks/prefix.py found today's script repeating.
+        checked = fake_summary("checked", seed, [100.0]) | {"args": defaults | {"backtrack_iters": "10"}}
+        checked["prefix_rerun"] = {"commit": "abc", "steps": 30_720 - seed, "curves": ["charts/episodic_return"]}
+        summary_module.write_summary(checked, runs)
+    table = {"env": "Env-v0", "rows": [["defaults", "defaults"], ["older", "older"], ["checked", "checked"]]}
     page, pages = write_page(tmp_path, {"tables": [table]})
     assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
     lines = page.read_text().splitlines()
@@ -276,6 +280,7 @@ def test_the_flags_column_shows_how_a_row_differs_from_todays_defaults(tmp_path)
         f"- older: `{command} older -- --gamma 0.9 --entropy-ceiling  # ran an older script (its runs: not recorded)`"
         in lines
     )
+    assert f"- checked: `{command} checked  # its first 31k steps rerun here: the same curves`" in lines
 
 
 def test_the_grid_sets_implementations_side_by_side_and_marks_older_runs(tmp_path):
@@ -484,3 +489,27 @@ def test_directions_probe_scales_every_way_to_the_kl_and_leaves_the_training_run
 def test_a_row_of_one_seed_shows_its_value_and_no_spread():
     assert report_module.mean_and_spread(np.array([12.7])) == "12.7 (1 seed)"
     assert report_module.mean_and_spread(np.array([1.0, 3.0])) == "2.0 +- 1.0"
+
+
+def test_prefix_compares_the_bins_a_rerun_completed_and_nothing_after():
+    from benchmarks import prefix
+
+    steps = np.arange(100, 10_001, 100)
+    returns, kls = np.sin(steps / 700.0), np.full(len(steps), 0.01)
+    summary = {"global_steps": 10_000, "curves": {}}
+    for key, values in (("charts/episodic_return", returns), ("trpo/kl", kls), ("charts/SPS", steps * 0.0)):
+        summary["curves"][key] = summary_module.binned(steps, values, end=10_000)
+    # A rerun that stopped at step 3000: 60 of the 200 bins are whole; its speed is never compared.
+    head = steps <= 3000
+    rerun = {"charts/episodic_return": (steps[head], returns[head]), "trpo/kl": (steps[head], kls[head])}
+    rerun["charts/SPS"] = (steps[head], steps[head] * 1.0)
+    compared, different, reached = prefix.compare(summary, rerun)
+    assert compared == ["charts/episodic_return", "trpo/kl"] and different == [] and reached == 3000
+    # One step's KL changed inside the prefix: its bin differs; a change after the prefix is not seen.
+    changed = kls.copy()
+    changed[[4, 50]] = 0.02
+    rerun["trpo/kl"] = (steps[head], changed[head])
+    assert [key for key, _, _ in prefix.compare(summary, rerun)[1]] == ["trpo/kl"]
+    summary["curves"]["trpo/kl"] = summary_module.binned(steps, np.where(steps > 3000, 0.5, kls), end=10_000)
+    rerun["trpo/kl"] = (steps[head], kls[head])
+    assert prefix.compare(summary, rerun)[1] == []
