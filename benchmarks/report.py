@@ -221,9 +221,7 @@ def run_command(seed_runs, label):
         older = "zoo_entry" not in first.get("args", {}) and "an older reference.py"
     prefixes = [s.get("prefix_rerun") for s in seed_runs.values()]
     if older and all(prefixes):  # benchmarks/prefix.py found today's script giving the same start
-        return (
-            f"{command}  # its first {steps_label(min(p['steps'] for p in prefixes))} steps rerun on the current script: the same curves"
-        )
+        return f"{command}  # its first {steps_label(min(p['steps'] for p in prefixes))} steps rerun on the current script: the same curves"
     if older:
         commits = {(s.get("commit") or "").partition("+")[0][:8] or "not recorded" for s in seed_runs.values()}
         if "not recorded" in commits or len(commits) > 1:

@@ -280,7 +280,9 @@ def test_the_flags_column_shows_how_a_row_differs_from_todays_defaults(tmp_path)
         f"- older: `{command} older -- --gamma 0.9 --entropy-ceiling  # ran an older script (its runs: not recorded)`"
         in lines
     )
-    assert f"- checked: `{command} checked  # its first 31k steps rerun on the current script: the same curves`" in lines
+    assert (
+        f"- checked: `{command} checked  # its first 31k steps rerun on the current script: the same curves`" in lines
+    )
 
 
 def test_the_grid_sets_implementations_side_by_side_and_marks_older_runs(tmp_path):
