@@ -120,8 +120,8 @@ def main():
     env = make_sb3_env(args.env_id, settings.get("n_envs", 1), args.seed)
     normalize = settings.get("normalize", False)  # true, or the keyword arguments of VecNormalize as text
     if normalize:
-        normalize = ast.literal_eval(normalize) if isinstance(normalize, str) else {}
-        env = VecNormalize(env, **{"gamma": settings.get("gamma", 0.99), **normalize})
+        normalize_kwargs = ast.literal_eval(normalize) if isinstance(normalize, str) else {}
+        env = VecNormalize(env, **{"gamma": settings.get("gamma", 0.99), **normalize_kwargs})
 
     algo = TRPO if args.algo == "trpo" else PPO
     model = algo(settings["policy"], env, seed=args.seed, device="cpu", **algorithm_kwargs(settings))
