@@ -360,10 +360,13 @@ def load_model(path, observation_space, action_space):
     except Exception as e:
         raise ValueError(f"cannot read model file {path!r} ({type(e).__name__})") from e
     try:
+        if not isinstance(checkpoint, dict):  # a bare tensor, say, which indexing by name would only warn about
+            raise TypeError(type(checkpoint).__name__)
         actor = Actor(np.prod(observation_space.shape), action_space.n)
-        actor.load_state_dict(dict(checkpoint)["actor"])  # dict(): a bare tensor would only warn when indexed by name
-        obs_rms = RunningMeanStd(observation_space.shape) if checkpoint["obs_rms"] is not None else None
-        if obs_rms is not None:
+        actor.load_state_dict(checkpoint["actor"])
+        obs_rms = None
+        if checkpoint["obs_rms"] is not None:
+            obs_rms = RunningMeanStd(observation_space.shape)
             obs_rms.load_state_dict(checkpoint["obs_rms"])
     except Exception as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
