@@ -41,7 +41,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
-    """seed of python, numpy, torch, every env and action space"""
+    """seed of python, numpy, torch and every env"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -339,13 +339,6 @@ def load_training_state(path, args):
     return state
 
 
-def seed_everything(seed):
-    """Seed python's, numpy's and torch's random number generators."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def evaluate(agent, args, device, label, video_name=None, epsilon=0.05):
     """args.eval_episodes whole games on an env of its own (make_env), recorded into videos/{video_name} if
     given; prints "{label}: mean return ..." and returns the scores. Epsilon-greedy (5% random actions, the
@@ -467,7 +460,9 @@ def main(args):
     total_steps = args.num_iterations * args.batch_size  # whole iterations, at most total_timesteps
     writer, wandb_id = start_logging(args, run_name, resumed, total_steps)
 
-    seed_everything(args.seed)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = True
     agent = Agent(num_actions, args.bf16).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -488,7 +483,6 @@ def main(args):
 
     start_step, start_time = global_step, time.time()
     recent_returns = deque(maxlen=20)
-    envs.action_space.seed(args.seed)
     next_obs, infos = envs.reset(seed=args.seed)
     scores = GameScores(infos["lives"])
     next_obs = torch.as_tensor(next_obs, device=device)
@@ -560,10 +554,8 @@ def main(args):
                 log_evaluation(writer, evaluate(agent, args, device, f"eval at step {global_step}"), global_step)
     except KeyboardInterrupt:
         writer.close()
-        resume = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
-        print(
-            f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}{resume}", file=sys.stderr
-        )
+        tail = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
+        print(f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}{tail}", file=sys.stderr)
         sys.exit(130)
 
     written = [f"runs/{run_name}"] + [f"videos/{run_name}"] * args.capture_video

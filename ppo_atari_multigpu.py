@@ -53,7 +53,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
-    """seed of python, numpy, torch, every env and action space"""
+    """seed of python, numpy, torch and every env"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -389,13 +389,6 @@ def load_training_state(path, args):
     return state
 
 
-def seed_everything(seed):
-    """Seed python's, numpy's and torch's random number generators."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def evaluate(agent, args, device, label, video_name=None, epsilon=0.05):
     """args.eval_episodes whole games on an env of its own (make_env), recorded into videos/{video_name} if
     given; prints "{label}: mean return ..." and returns the scores. Epsilon-greedy (5% random actions, the
@@ -459,10 +452,7 @@ def check_inputs(args):
         ("/" not in args.exp_name, "exp_name must not contain '/' (it names files in the run folder)"),
         (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
         # ale-py seeds env i of rank r with seed + r * num_envs + i, in [0, 2**31).
-        (
-            0 <= args.seed <= 2**31 - args.world_size * args.num_envs,
-            "seed must be in [0, 2**31 - processes * num_envs]",
-        ),
+        (0 <= args.seed <= 2**31 - args.world_size * args.num_envs, "seed must be in [0, 2**31 - ranks * num_envs]"),
         (args.total_timesteps >= args.world_size * batch_size, "total_timesteps must cover one update of all ranks"),
         (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
@@ -541,7 +531,9 @@ def main(args):
     total_steps = args.num_iterations * args.world_size * args.batch_size  # whole iterations of all ranks
     writer, wandb_id = start_logging(args, run_name, resumed, total_steps) if rank == 0 else (None, None)
 
-    seed_everything(args.seed + rank)  # each rank samples its own actions; the networks start as rank 0's
+    random.seed(args.seed + rank)  # each rank samples its own actions; the networks start as rank 0's
+    np.random.seed(args.seed + rank)
+    torch.manual_seed(args.seed + rank)
     torch.backends.cudnn.deterministic = True
     agent = Agent(num_actions, args.bf16).to(device)
     for parameter in agent.parameters() if dist.is_initialized() else []:
@@ -565,7 +557,6 @@ def main(args):
     start_step, start_time = global_step, time.time()
     recent_returns = deque(maxlen=20)
     # Rank r's envs get the seeds seed + r * num_envs + i: rank 0's are the single-process script's.
-    envs.action_space.seed(args.seed + rank * args.num_envs)
     next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
     scores = GameScores(infos["lives"])
     next_obs = torch.as_tensor(next_obs, device=device)
@@ -638,13 +629,11 @@ def main(args):
             if args.eval_every and iteration % args.eval_every == 0 and rank == 0:
                 log_evaluation(writer, evaluate(agent, args, device, f"eval at step {global_step}"), global_step)
     except KeyboardInterrupt:  # torchrun passes Ctrl-C to every rank; rank 0 says where the run stopped
-        if rank == 0:
-            writer.close()
-            resume = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
-            print(
-                f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}{resume}",
-                file=sys.stderr,
-            )
+        if rank != 0:
+            sys.exit(130)
+        writer.close()
+        tail = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
+        print(f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}{tail}", file=sys.stderr)
         sys.exit(130)
     if rank != 0:
         return envs.close()

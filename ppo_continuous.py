@@ -38,7 +38,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
-    """seed of python, numpy, torch, every env and action space"""
+    """seed of python, numpy, torch and every env"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -440,7 +440,6 @@ def main(args):
 
     global_step, start_time = 0, time.time()
     recent_returns = deque(maxlen=20)
-    envs.action_space.seed(args.seed)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 

@@ -74,7 +74,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
-    """seed of python, numpy, torch, every env and action space"""
+    """seed of python, numpy, torch and every env"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -285,9 +285,7 @@ class RunningMeanStd:
     """Mean and variance of a stream of batches, merged with Chan et al.'s parallel formula."""
 
     def __init__(self, shape):
-        self.mean = np.zeros(shape)
-        self.var = np.ones(shape)
-        self.count = 1e-4
+        self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
 
     def update(self, batch):
         # One NaN or inf (from a broken reward or observation) would poison the statistics for good.
@@ -298,8 +296,7 @@ class RunningMeanStd:
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
-        self.var = sum_sq / total
-        self.count = total
+        self.var, self.count = sum_sq / total, total
 
     def state_dict(self):
         return {"mean": torch.as_tensor(self.mean), "var": torch.as_tensor(self.var), "count": self.count}
@@ -372,8 +369,7 @@ def fisher_vector_product_fn(actor, obs):
 def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
     """Approximately solve A x = b for a symmetric positive-definite A given only v -> A v."""
     x = torch.zeros_like(b)
-    residual = b.clone()
-    direction = b.clone()
+    residual, direction = b.clone(), b.clone()
     residual_sq = residual @ residual
     for _ in range(iters):
         a_direction = matrix_vector_product(direction)
@@ -473,13 +469,6 @@ def fit_critic(critic, optimizer, obs, returns, args):
     return (torch.stack(losses).mean().item() if losses else float("nan")), skipped
 
 
-def seed_everything(seed):
-    """Seed python's, numpy's and torch's random number generators."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def evaluate(actor, args, device, label, video_name=None, epsilon=0.05):
     """args.eval_episodes whole games on an env of its own (make_env), recorded into videos/{video_name} if
     given; prints "{label}: mean return ..." and returns the scores. Epsilon-greedy (5% random actions, the
@@ -552,12 +541,8 @@ def gather_on_rank0(value):
 
 def model_state(actor, critic, return_rms, args):
     """What --save-model writes and --eval-only reads."""
-    return {
-        "actor": actor.state_dict(),
-        "critic": critic.state_dict(),
-        "return_rms": return_rms.state_dict(),
-        "args": vars(args),
-    }
+    model = {"actor": actor.state_dict(), "critic": critic.state_dict(), "args": vars(args)}
+    return model | {"return_rms": return_rms.state_dict()}
 
 
 def save_atomically(state, path):
@@ -630,17 +615,11 @@ def check_inputs(args):
         ("/" not in args.exp_name, "exp_name must not contain '/' (it names files in the run folder)"),
         (args.num_envs >= 1 and args.num_steps >= 1, "num_envs and num_steps must be at least 1"),
         # ale-py seeds env i of rank r with seed + r * num_envs + i, in [0, 2**31).
-        (
-            0 <= args.seed <= 2**31 - args.world_size * args.num_envs,
-            "seed must be in [0, 2**31 - processes * num_envs]",
-        ),
+        (0 <= args.seed <= 2**31 - args.world_size * args.num_envs, "seed must be in [0, 2**31 - ranks * num_envs]"),
         (batch_size >= 2, "num_envs * num_steps must be at least 2 (advantages are normalized)"),
         (args.total_timesteps >= args.world_size * batch_size, "total_timesteps must cover one update of all ranks"),
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
-        (
-            0 < args.max_kl <= args.max_state_kl < inf,
-            "max_kl must be positive, max_state_kl finite and at least max_kl",
-        ),
+        (0 < args.max_kl <= args.max_state_kl < inf, "max_kl must be positive, max_state_kl finite and >= max_kl"),
         (args.cg_iters >= 1 and 0 <= args.cg_damping < inf, "cg_iters must be >= 1, cg_damping >= 0 and finite"),
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
         (0 <= args.ent_coef <= MAX_ENT_COEF, f"ent_coef must be in [0, {MAX_ENT_COEF:g}]"),
@@ -709,7 +688,9 @@ def main(args):
     total_steps = args.num_iterations * args.world_size * args.batch_size  # whole iterations of all ranks
     writer, wandb_id = start_logging(args, run_name, resumed, total_steps) if rank == 0 else (None, None)
 
-    seed_everything(args.seed + rank)  # each rank samples its own actions; the networks start as rank 0's
+    random.seed(args.seed + rank)  # each rank samples its own actions; the networks start as rank 0's
+    np.random.seed(args.seed + rank)
+    torch.manual_seed(args.seed + rank)
     torch.backends.cudnn.deterministic = True
     # No TF32 convolutions (cuDNN's default on Ampere and later): their rounding swamps the KL of a small
     # trust-region step, the reason the policy stays out of bfloat16.
@@ -738,14 +719,14 @@ def main(args):
     dones = torch.zeros((args.num_steps, args.num_envs), device=device)
 
     start_step, start_time = global_step, time.time()
-    recent_returns, recent_successes = deque(maxlen=20), deque(maxlen=20)
+    recent_returns = deque(maxlen=20)
     # Rank r's envs get the seeds seed + r * num_envs + i: rank 0's are the single-process script's.
-    envs.action_space.seed(args.seed + rank * args.num_envs)
     next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
     scores = GameScores(infos["lives"])
     next_obs = torch.as_tensor(next_obs, device=device)
     checkpoint = f"runs/{run_name}/checkpoint.pt"
     max_entropy, fvp_size = math.log(num_actions), max(1, int(FVP_SUBSAMPLE * args.batch_size))
+    target_entropy = args.target_entropy_frac * max_entropy  # in nats; the gap is taken as a fraction of max_entropy
 
     try:
         for iteration in range(start_iteration, args.num_iterations + 1):
@@ -810,11 +791,8 @@ def main(args):
             fvp_obs = b_obs[torch.randperm(args.batch_size, device=device)[:fvp_size]]
             diagnostics = trpo_step(actor, objective_and_kls_fn, fvp_obs, args.max_kl, args)
             diagnostics["ent_coef"] = ent_coef
-            recent_successes.append(diagnostics["line_search_success"])
             if args.target_entropy_frac > 0:
-                ent_coef = adapt_entropy_coef(
-                    ent_coef, (args.target_entropy_frac * max_entropy - entropy) / max_entropy
-                )
+                ent_coef = adapt_entropy_coef(ent_coef, (target_entropy - entropy) / max_entropy)
 
             value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
 
@@ -831,8 +809,7 @@ def main(args):
             progress = (
                 f"iter {iteration:4d}/{args.num_iterations} step {global_step:9d} sps {sps:5d} elapsed {elapsed} "
                 f"left {left} return {recent} kl {diagnostics['kl']:.4f} state kl {diagnostics['max_state_kl']:.3f} "
-                f"step {search} {diagnostics['line_search_iters']} ({np.mean(recent_successes):.0%} of last "
-                f"{len(recent_successes)} taken) entropy {entropy:.2f} bonus {diagnostics['ent_coef']:.3f}"
+                f"step {search} {diagnostics['line_search_iters']} entropy {entropy:.2f} bonus {diagnostics['ent_coef']:.3f}"
                 + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
             )
             if rank == 0:  # every value is the same on all ranks but explained variance and SPS, rank 0's
@@ -847,13 +824,11 @@ def main(args):
             if args.eval_every and iteration % args.eval_every == 0 and rank == 0:
                 log_evaluation(writer, evaluate(actor, args, device, f"eval at step {global_step}"), global_step)
     except KeyboardInterrupt:  # torchrun passes Ctrl-C to every rank; rank 0 says where the run stopped
-        if rank == 0:
-            writer.close()
-            resume = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
-            print(
-                f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}{resume}",
-                file=sys.stderr,
-            )
+        if rank != 0:
+            sys.exit(130)
+        writer.close()
+        tail = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""
+        print(f"{script}: stopped at step {global_step} of {total_steps}; wrote runs/{run_name}{tail}", file=sys.stderr)
         sys.exit(130)
     if rank != 0:
         return envs.close()

@@ -57,7 +57,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
-    """seed of python, numpy, torch, every env and action space"""
+    """seed of python, numpy, torch and every env"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -533,9 +533,7 @@ def main(args):
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     global_step, start_time = 0, time.time()
-    recent_returns, recent_successes = deque(maxlen=20), deque(maxlen=20)
-    ent_coef = 0.0
-    envs.action_space.seed(args.seed)
+    recent_returns, ent_coef = deque(maxlen=20), 0.0
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
@@ -588,7 +586,6 @@ def main(args):
             kl_fn = partial(mean_kl, actor, b_obs, old_mean, old_log_std)
             diagnostics = trpo_step(actor, objective_fn, kl_fn, b_obs, max_kl, args)
             diagnostics |= {"ent_coef": ent_coef, "max_kl": max_kl}
-            recent_successes.append(diagnostics["line_search_success"])
 
             value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
             returns_var = b_returns.var()
@@ -606,8 +603,7 @@ def main(args):
             print(
                 f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} elapsed {elapsed} "
                 f"left {left} return {recent} kl {diagnostics['kl']:.4f} step {search} "
-                f"{diagnostics['line_search_iters']} ({np.mean(recent_successes):.0%} of last {len(recent_successes)} taken) "
-                f"entropy {entropy:.2f} bonus {ent_coef:.4f}"
+                f"{diagnostics['line_search_iters']} entropy {entropy:.2f} bonus {ent_coef:.4f}"
                 + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
             )
             if args.eval_every and iteration % args.eval_every == 0:

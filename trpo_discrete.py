@@ -45,7 +45,7 @@ class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
     seed: int = 1
-    """seed of python, numpy, torch, every env and action space"""
+    """seed of python, numpy, torch and every env"""
     cuda: bool = True
     """if toggled, train on CUDA when a GPU is available (else on the CPU, with a warning)"""
     track: bool = False
@@ -490,8 +490,7 @@ def main(args):
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
 
     global_step, start_time = 0, time.time()
-    recent_returns, recent_successes = deque(maxlen=20), deque(maxlen=20)
-    envs.action_space.seed(args.seed)
+    recent_returns = deque(maxlen=20)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
@@ -534,7 +533,6 @@ def main(args):
             )
             kl_fn = partial(mean_kl, actor, b_obs, old_logits)
             diagnostics = trpo_step(actor, objective_fn, kl_fn, b_obs, args.max_kl, args)
-            recent_successes.append(diagnostics["line_search_success"])
 
             value_loss, skipped_value_steps = fit_critic(critic, critic_optimizer, b_obs, b_returns, args)
             returns_var = b_returns.var()
@@ -551,8 +549,7 @@ def main(args):
             search = "taken at try" if diagnostics["line_search_success"] else "rejected after try"
             print(
                 f"iter {iteration:4d}/{args.num_iterations} step {global_step:8d} sps {sps:6d} elapsed {elapsed} "
-                f"left {left} return {recent} kl {diagnostics['kl']:.4f} step {search} "
-                f"{diagnostics['line_search_iters']} ({np.mean(recent_successes):.0%} of last {len(recent_successes)} taken)"
+                f"left {left} return {recent} kl {diagnostics['kl']:.4f} step {search} {diagnostics['line_search_iters']}"
                 + (" [non-finite: update skipped]" if diagnostics["nonfinite_skipped"] or skipped_value_steps else "")
             )
             if args.eval_every and iteration % args.eval_every == 0:

@@ -241,5 +241,5 @@ def test_the_largest_seed_leaves_room_for_every_ranks_envs(script):
     args.seed = 2**31 - 16
     assert script.check_inputs(args) > 0
     args.seed += 1
-    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*31 - processes \* num_envs\]"):
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*31 - ranks \* num_envs\]"):
         script.check_inputs(args)
