@@ -9,7 +9,9 @@ that both have (but charts/SPS and the evaluations) and that lies wholly within 
 compared. If all are the same, the summary records {"prefix_rerun": {"commit", "steps", "curves"}} and
 report.py prints its row's command as today's; otherwise the bins that differ are printed and nothing is
 written. For runs whose command cannot tell today's script what they ran (an older script's defaults), a
-difference is the expected answer.
+difference is the expected answer. A reference run (benchmarks/reference.py, which prints no progress) is
+rerun with --total-timesteps --steps instead: its start is the full run's start only where no zoo setting is
+a schedule over the run ("lin_..."), so such runs are refused.
 """
 
 import argparse
@@ -35,9 +37,18 @@ STEP = re.compile(r"\bstep +(\d+)")
 
 def rerun(summary, steps, folder):
     """Run the summary's command on today's script in folder until its progress passes `steps`."""
-    script = split_command(summary["command"])[0]
+    script, _, words = split_command(summary["command"])
     flags = join_flags(pair for pair in flag_pairs(summary["command"]) if pair[0] not in NOT_RECIPE)
     command = [sys.executable, str(REPO / script), f"--env-id={summary['env_id']}", f"--seed={summary['seed']}"]
+    if script == "reference.py":
+        from benchmarks.reference import zoo_entry  # sb3, sb3-contrib and rl_zoo3, for reference runs only
+
+        algo = next(word.removeprefix("--algo=") for word in words if word.startswith("--algo="))
+        if any(str(value).startswith("lin_") for value in zoo_entry(algo, summary["env_id"])[1].values()):
+            sys.exit(f"prefix.py: the zoo's {algo} settings for {summary['env_id']} hold a schedule over the run")
+        flags = join_flags(pair for pair in flag_pairs(summary["command"]) if pair[0] != "--total-timesteps")
+        command = [sys.executable, str(REPO / "benchmarks" / script), f"--algo={algo}", *command[2:]]
+        command += ["--total-timesteps", str(steps)]
     log_path = Path(folder) / "stdout.log"
     with log_path.open("w") as log:
         # Ctrl-C's default action restored: a shell starting this in the background would have it ignored
@@ -86,7 +97,8 @@ def main():
             print(f"{key}: committed {committed}, rerun {rerun_bin}")
         sys.exit(f"prefix.py: {args.summary}: the rerun differs ({len(different)} bins) or logged no curve")
     script = split_command(summary["command"])[0]
-    summary["prefix_rerun"] = {"commit": code_commit(script), "steps": reached, "curves": compared}
+    impl = "sb3:" if script == "reference.py" else script  # what code_commit takes
+    summary["prefix_rerun"] = {"commit": code_commit(impl), "steps": reached, "curves": compared}
     args.summary.write_text(json.dumps(summary, separators=(",", ":"), allow_nan=False) + "\n")
     print(f"{args.summary}: the same {', '.join(compared)} over the first {reached} steps")
 
