@@ -199,10 +199,10 @@ def runs_on_today_script(script, flags):
 
 
 def prefix_checked(seed_runs):
-    """The fewest steps over which benchmarks/prefix.py found the current script repeating every seed's run, or
-    None where some seed was not checked."""
-    prefixes = [s.get("prefix_rerun") for s in seed_runs.values()]
-    return min(p["steps"] for p in prefixes) if all(prefixes) else None
+    """The fewest steps over which benchmarks/prefix.py found the current code repeating a seed's run, where it
+    checked every seed but the reference runs that read the zoo's files themselves; else None."""
+    prefixes = [s.get("prefix_rerun") for s in seed_runs.values() if "zoo_entry" not in s.get("args", {})]
+    return min(p["steps"] for p in prefixes) if prefixes and all(prefixes) else None
 
 
 def older_code(seed_runs):
@@ -214,7 +214,7 @@ def older_code(seed_runs):
     if prefix_checked(seed_runs):
         return None
     if script == "reference.py":
-        return None if "zoo_entry" in first.get("args", {}) else "an older reference.py"
+        return None if all("zoo_entry" in s.get("args", {}) for s in seed_runs.values()) else "an older reference.py"
     fields = {field.name for field in dataclasses.fields(import_script(script).Args)}
     flags = join_flags(flag_pairs(first["command"]))
     current = first.get("args", {}).keys() <= fields and runs_on_today_script(script, flags)
