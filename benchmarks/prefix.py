@@ -38,17 +38,18 @@ STEP = re.compile(r"\bstep +(\d+)")
 def rerun(summary, steps, folder):
     """Run the summary's command on today's script in folder until its progress passes `steps`."""
     script, _, words = split_command(summary["command"])
-    flags = join_flags(pair for pair in flag_pairs(summary["command"]) if pair[0] not in NOT_RECIPE)
-    command = [sys.executable, str(REPO / script), f"--env-id={summary['env_id']}", f"--seed={summary['seed']}"]
+    pairs = [pair for pair in flag_pairs(summary["command"]) if pair[0] not in NOT_RECIPE]
+    command = [sys.executable, str(REPO / script)]
     if script == "reference.py":
         from benchmarks.reference import zoo_entry  # sb3, sb3-contrib and rl_zoo3, for reference runs only
 
         algo = next(word.removeprefix("--algo=") for word in words if word.startswith("--algo="))
         if any(str(value).startswith("lin_") for value in zoo_entry(algo, summary["env_id"])[1].values()):
             sys.exit(f"prefix.py: the zoo's {algo} settings for {summary['env_id']} hold a schedule over the run")
-        flags = join_flags(pair for pair in flag_pairs(summary["command"]) if pair[0] != "--total-timesteps")
-        command = [sys.executable, str(REPO / "benchmarks" / script), f"--algo={algo}", *command[2:]]
-        command += ["--total-timesteps", str(steps)]
+        command = [sys.executable, str(REPO / "benchmarks" / script), f"--algo={algo}", "--total-timesteps", str(steps)]
+        pairs = [pair for pair in pairs if pair[0] != "--total-timesteps"]
+    command += [f"--env-id={summary['env_id']}", f"--seed={summary['seed']}"]
+    flags = join_flags(pairs)
     log_path = Path(folder) / "stdout.log"
     with log_path.open("w") as log:
         # Ctrl-C's default action restored: a shell starting this in the background would have it ignored
