@@ -8,15 +8,12 @@ ranks and normalizes the advantages with the global minibatch's statistics, so t
 identical. Rank 0 alone logs (every rank's games), checkpoints, evaluates and records video. nccl on
 CUDA (a GPU per local rank), gloo on the CPU; started without torchrun, a single process.
 
-Proximal Policy Optimization (Schulman et al., 2017) with GAE, on the standard Atari settings
-(8 envs x 128 steps, 4 epochs of 4 minibatches, clip 0.1, learning rate 2.5e-4 annealed).
-Training runs in ale-py's C++ vector env (frame skip, pooling and stacking happen in C++), which
-gives the learner uint8 observations (num_envs, 4, 84, 84); evaluation plays on gymnasium's
-wrappers for the same preprocessing (make_env).
-A life loss ends the bootstrapped return (terminated) but not the game; charts/episodic_return
-is the unclipped score of a whole game.
-The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
-a long run into parts.
+Proximal Policy Optimization (Schulman et al., 2017) with GAE, on the standard Atari settings (8 envs x 128
+steps, 4 epochs of 4 minibatches, clip 0.1, learning rate 2.5e-4 annealed). Training runs in ale-py's C++ vector
+env (frame skip, pooling and stacking in C++, uint8 observations (num_envs, 4, 84, 84)); evaluation plays on
+gymnasium's wrappers for the same preprocessing (make_env). A life loss ends the bootstrapped return but not the
+game; charts/episodic_return is the unclipped score of a whole game. The default budget is 10M agent steps (40M
+frames): --checkpoint-every N and --resume PATH split a long run into parts.
 """
 
 import datetime
@@ -153,15 +150,9 @@ def make_envs(args):
     learner's episode but not the game (life_loss_info); rewards come unclipped, so game scores stay
     whole; same-step autoreset: the obs returned with a done is the next episode's."""
     spec_kwargs = gym.spec(args.env_id).kwargs
-    return ale_py.vector_env.AtariVectorEnv(
-        spec_kwargs["game"],
-        args.num_envs,
-        repeat_action_probability=spec_kwargs["repeat_action_probability"],
-        noop_max=30,
-        life_loss_info=True,
-        reward_clipping=False,
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
+    options = {"repeat_action_probability": spec_kwargs["repeat_action_probability"], "noop_max": 30}
+    options |= {"life_loss_info": True, "reward_clipping": False, "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+    return ale_py.vector_env.AtariVectorEnv(spec_kwargs["game"], args.num_envs, **options)
 
 
 class GameScores:
@@ -182,8 +173,7 @@ class GameScores:
         ended = np.flatnonzero(truncations | (terminations & (lives >= self.lives)))
         self.lives = lives
         finished = list(zip(self.returns[ended], self.lengths[ended]))
-        self.returns[ended] = 0
-        self.lengths[ended] = 0
+        self.returns[ended], self.lengths[ended] = 0, 0
         return finished
 
 
@@ -214,18 +204,14 @@ class Agent(nn.Module):
         self.critic = layer_init(nn.Linear(512, 1), std=1.0)
 
     def forward(self, obs):
-        """Logits and values for uint8 frames.
-
-        With bf16 the scaled frames, the convolutions and the 3136 x 512 layer, nearly all of the
-        compute, are bfloat16 (the weights and their gradients stay float32); the two small heads get
-        the hidden features back in float32, so log-probs and values are computed in float32."""
+        """Logits and values for uint8 frames. With bf16 the scaled frames, the convolutions and the 3136 x 512
+        layer, nearly all of the compute, are bfloat16 (the weights and their gradients stay float32); the two
+        small heads get the hidden features back in float32, so log-probs and values are computed in float32."""
         dtype = torch.bfloat16 if self.bf16 else torch.float32
-        # Channels-last (NHWC) frames: oneDNN's CPU convolutions and their gradients are faster in
-        # that layout. Converted as uint8, the smallest copy.
+        # Channels-last (NHWC), faster for oneDNN's CPU convolutions; converted as uint8, the smallest copy.
         frames = obs.contiguous(memory_format=torch.channels_last)
         with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            hidden = self.trunk(frames.to(dtype) / 255.0)
-        hidden = hidden.float()
+            hidden = self.trunk(frames.to(dtype) / 255.0).float()
         return self.actor(hidden), self.critic(hidden).squeeze(-1)
 
 
@@ -312,9 +298,8 @@ def ppo_update(agent, optimizer, batch, args):
             policy_loss = clipped_policy_loss(ratio, mb_advantages, args.clip_coef)
             # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
             clipped_values = b_values[idx] + torch.clamp(new_values - b_values[idx], -args.clip_coef, args.clip_coef)
-            value_loss = (
-                0.5 * torch.max((new_values - b_returns[idx]) ** 2, (clipped_values - b_returns[idx]) ** 2).mean()
-            )
+            value_losses = torch.max((new_values - b_returns[idx]) ** 2, (clipped_values - b_returns[idx]) ** 2)
+            value_loss = 0.5 * value_losses.mean()
             entropy = -(log_probs_all.exp() * log_probs_all).sum(-1).mean()
             loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
 
@@ -334,14 +319,8 @@ def ppo_update(agent, optimizer, batch, args):
             optimizer.step()
     # The minibatches' statistics stay on the device until here: one read per update.
     approx_kl, clip_fraction = torch.stack([torch.stack(approx_kls), torch.stack(clip_fractions)]).mean(1).tolist()
-    return {
-        "value_loss": value_loss.item(),
-        "policy_loss": policy_loss.item(),
-        "entropy": entropy.item(),
-        "approx_kl": approx_kl,
-        "clipfrac": clip_fraction,
-        "nonfinite_skipped": skipped_steps,
-    }
+    losses = {"value_loss": value_loss.item(), "policy_loss": policy_loss.item(), "entropy": entropy.item()}
+    return losses | {"approx_kl": approx_kl, "clipfrac": clip_fraction, "nonfinite_skipped": skipped_steps}
 
 
 def model_state(agent, args):
@@ -457,9 +436,7 @@ def check_inputs(args):
         (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
         (
-            args.num_minibatches >= 1
-            and batch_size % args.num_minibatches == 0
-            and batch_size // args.num_minibatches >= 2,
+            1 <= args.num_minibatches <= batch_size // 2 and batch_size % args.num_minibatches == 0,
             "num_minibatches must divide num_envs * num_steps into minibatches of at least 2 (advantages are normalized per minibatch)",
         ),
         (args.update_epochs >= 1, "update_epochs must be at least 1"),
@@ -477,9 +454,7 @@ def check_inputs(args):
     except gym.error.Error as e:
         raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
     if not is_atari:
-        raise ValueError(
-            f"{args.env_id} is not an Atari game of ale-py: for other envs use ppo_continuous.py or trpo_discrete.py"
-        )
+        raise ValueError(f"{args.env_id} is not an Atari game: ppo_continuous.py and trpo_discrete.py learn other envs")
     env = make_env(args.env_id)()
     env.close()
     return env.action_space.n
@@ -520,11 +495,11 @@ def main(args):
     args.num_iterations = args.total_timesteps // (args.world_size * args.batch_size)
     # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
     run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    if rank == 0 and args.cuda and not use_cuda:
-        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    if rank == 0 and args.cuda and device.type == "cpu":
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     video_name = f"{run_name}/eval" if args.capture_video else None  # the final evaluation's
-    if watched is not None:  # rank 0 plays; the other ranks have nothing to do
+    if watched is not None:
         return evaluate(watched.to(device), args, device, "eval", video_name) if rank == 0 else None
 
     envs = make_envs(args)
@@ -549,24 +524,19 @@ def main(args):
     obs_shape = envs.single_observation_space.shape
     observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
     actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
-    values = torch.zeros((args.num_steps, args.num_envs), device=device)
+    logprobs, rewards, dones, values = torch.zeros((4, args.num_steps, args.num_envs), device=device)
 
-    start_step, start_time = global_step, time.time()
-    recent_returns = deque(maxlen=20)
+    start_step, start_time, recent_returns = global_step, time.time(), deque(maxlen=20)
     # Rank r's envs get the seeds seed + r * num_envs + i: rank 0's are the single-process script's.
     next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
-    scores = GameScores(infos["lives"])
-    next_obs = torch.as_tensor(next_obs, device=device)
+    next_obs, scores = torch.as_tensor(next_obs, device=device), GameScores(infos["lives"])
     checkpoint = f"runs/{run_name}/checkpoint.pt"
 
     try:
         for iteration in range(start_iteration, args.num_iterations + 1):
             if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / args.num_iterations)
-            finished = []  # the games that ended in this rollout, logged after it
+            finished = []  # this rank's games that ended in this rollout, logged by rank 0 after it
             for step in range(args.num_steps):
                 global_step += args.world_size * args.num_envs
                 observations[step] = next_obs
@@ -628,8 +598,8 @@ def main(args):
                 save_atomically(model_state(agent, args) | training_state, checkpoint)
             if args.eval_every and iteration % args.eval_every == 0 and rank == 0:
                 log_evaluation(writer, evaluate(agent, args, device, f"eval at step {global_step}"), global_step)
-    except KeyboardInterrupt:  # torchrun passes Ctrl-C to every rank; rank 0 says where the run stopped
-        if rank != 0:
+    except KeyboardInterrupt:
+        if rank != 0:  # torchrun passes Ctrl-C to every rank; rank 0 says where the run stopped
             sys.exit(130)
         writer.close()
         tail = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""

@@ -1,11 +1,10 @@
 """PPO with a diagonal Gaussian policy for Box-action environments (default HalfCheetah-v5).
 
-Proximal Policy Optimization (Schulman et al., 2017) with GAE (Schulman et al., 2016).
-Every iteration collects num_steps x num_envs transitions, estimates advantages with GAE, then
-runs update_epochs passes of Adam over shuffled minibatches on
-    L = -E[min(r A, clip(r, 1 - clip_coef, 1 + clip_coef) A)] + vf_coef * L_V - ent_coef * H,
-with r = pi_theta(a|s) / pi_old(a|s), advantages normalized per minibatch and L_V clipped around the
-rollout's values as the surrogate is clipped.
+Proximal Policy Optimization (Schulman et al., 2017) with GAE (Schulman et al., 2016). Each iteration
+collects num_steps x num_envs transitions, estimates advantages with GAE, then runs update_epochs passes of
+Adam over shuffled minibatches on L = -E[min(r A, clip(r, 1 - clip_coef, 1 + clip_coef) A)] + vf_coef * L_V -
+ent_coef * H, with r = pi_theta(a|s) / pi_old(a|s), advantages normalized per minibatch and L_V clipped around
+the rollout's values as the surrogate is clipped.
 """
 
 import datetime
@@ -28,8 +27,7 @@ from torch import nn
 from torch.distributions import Normal
 from torch.utils.tensorboard import SummaryWriter
 
-# MuJoCo 4 warns that gymnasium's XML models use a deprecated attribute, once per env made: drop
-# that one warning so that a run's output and a bad-input error stay readable; others still print.
+# MuJoCo 4 warns, once per env made, that gymnasium's XML models use a deprecated attribute: drop that one warning.
 mujoco.set_mju_user_warning(lambda message: "deprecated" in message or print(f"WARNING: {message}", file=sys.stderr))
 
 
@@ -118,13 +116,8 @@ def layer_init(layer, std=2**0.5, bias_const=0.0):
 
 def mlp(in_dim, out_dim, width, out_std):
     """Two tanh hidden layers of `width` units, orthogonally initialized; the output layer's gain is out_std."""
-    return nn.Sequential(
-        layer_init(nn.Linear(in_dim, width)),
-        nn.Tanh(),
-        layer_init(nn.Linear(width, width)),
-        nn.Tanh(),
-        layer_init(nn.Linear(width, out_dim), std=out_std),
-    )
+    hidden = [layer_init(nn.Linear(in_dim, width)), nn.Tanh(), layer_init(nn.Linear(width, width)), nn.Tanh()]
+    return nn.Sequential(*hidden, layer_init(nn.Linear(width, out_dim), std=out_std))
 
 
 class Actor(nn.Module):
@@ -165,8 +158,7 @@ class RunningMeanStd:
         if not np.isfinite(batch).all():
             return
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
+        delta, total = batch_mean - self.mean, self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
         self.var, self.count = sum_sq / total, total
@@ -234,9 +226,8 @@ def ppo_update(actor, critic, optimizer, batch, args):
             new_values = critic(b_obs[idx])
             # The value may move at most clip_coef from its rollout estimate before the loss stops pulling.
             clipped_values = b_values[idx] + torch.clamp(new_values - b_values[idx], -args.clip_coef, args.clip_coef)
-            value_loss = (
-                0.5 * torch.max((new_values - b_returns[idx]) ** 2, (clipped_values - b_returns[idx]) ** 2).mean()
-            )
+            value_losses = torch.max((new_values - b_returns[idx]) ** 2, (clipped_values - b_returns[idx]) ** 2)
+            value_loss = 0.5 * value_losses.mean()
             entropy = dist.entropy().sum(-1).mean()
             loss = policy_loss - args.ent_coef * entropy + args.vf_coef * value_loss
 
@@ -344,9 +335,7 @@ def check_inputs(args):
         (0 < args.learning_rate < inf, "learning_rate must be positive and finite"),
         (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1, "gamma and gae_lambda must be in [0, 1]"),
         (
-            args.num_minibatches >= 1
-            and batch_size % args.num_minibatches == 0
-            and batch_size // args.num_minibatches >= 2,
+            1 <= args.num_minibatches <= batch_size // 2 and batch_size % args.num_minibatches == 0,
             "num_minibatches must divide num_envs * num_steps into minibatches of at least 2 (advantages are normalized per minibatch)",
         ),
         (args.update_epochs >= 1, "update_epochs must be at least 1"),
@@ -404,8 +393,7 @@ def main(args):
 
     envs = gym.vector.SyncVectorEnv(
         [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
-        # SAME_STEP: the obs returned with done is already the next episode's first obs and the
-        # terminal one is in infos["final_obs"], so no step of the rollout is a fake reset transition.
+        # SAME_STEP: no rollout step is a fake reset transition (a done's terminal obs is in infos["final_obs"]).
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
@@ -423,8 +411,7 @@ def main(args):
     )
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
-    return_rms = RunningMeanStd(()) if args.norm_reward else None
-    discounted_return = np.zeros(args.num_envs)
+    return_rms, discounted_return = (RunningMeanStd(()) if args.norm_reward else None), np.zeros(args.num_envs)
     to_tensor = partial(torch.as_tensor, device=device)
 
     def normalize(obs, update_stats=False):
@@ -435,11 +422,9 @@ def main(args):
     # Rollout storage, (num_steps, num_envs, ...): numpy while acting (cheaper writes), torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
     actions = np.zeros((args.num_steps, args.num_envs) + action_shape, dtype=np.float32)
-    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    rewards, dones = np.zeros((2, args.num_steps, args.num_envs), dtype=np.float32)
 
-    global_step, start_time = 0, time.time()
-    recent_returns = deque(maxlen=20)
+    global_step, start_time, recent_returns = 0, time.time(), deque(maxlen=20)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
@@ -491,9 +476,8 @@ def main(args):
             elapsed = time.time() - start_time
             sps = max(int(global_step / elapsed), 1)
             scalars = {"charts/SPS": sps, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
-            scalars |= {
-                f"losses/{key}": value for key, value in (losses | {"explained_variance": explained_var}).items()
-            }
+            scalars |= {f"losses/{key}": value for key, value in losses.items()}
+            scalars["losses/explained_variance"] = explained_var
             for key, value in scalars.items():
                 writer.add_scalar(key, value, global_step)
             elapsed, left = (datetime.timedelta(seconds=round(t)) for t in (elapsed, (total_steps - global_step) / sps))

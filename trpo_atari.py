@@ -3,19 +3,15 @@
     python trpo_atari.py --num-envs 8 --max-kl 0.02
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on Atari:
-many small updates (8 envs x 128 steps, as ppo_atari.py), rewards scaled by the running std of the
-discounted return, an entropy bonus that adapts to hold the policy's entropy at 80% of its maximum,
-Fisher-vector products on a subsample of the batch, and a bound on the KL of every state besides
-the mean. Every iteration:
-  1. collects num_steps x num_envs transitions and estimates advantages with GAE,
-  2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
-     mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
-  3. fits a separate value network (its own CNN, so a critic update can never move the policy).
-Training envs, game scores and life-loss handling are those of ppo_atari.py.
-The default max_kl of 0.02 per 1024-step batch is 20x OpenAI baselines' Atari TRPO setting
-(0.001 per batch of about 8192 steps).
-The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
-a long run into parts.
+many small updates (8 envs x 128 steps, as ppo_atari.py, whose training envs and game scores it shares),
+rewards scaled by the running std of the discounted return, an entropy bonus that adapts to hold the
+policy's entropy at 80% of its maximum, Fisher-vector products on a subsample of the batch, and a bound
+on the KL of every state besides the mean. Every iteration collects num_steps x num_envs transitions,
+estimates advantages with GAE, maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta)
+subject to mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search), and fits
+a separate value network (its own CNN, so a critic update can never move the policy). max_kl 0.02 per
+1024-step batch is 20x OpenAI baselines' Atari setting (0.001 per batch of about 8192 steps). The default
+budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split a long run into parts.
 """
 
 import datetime
@@ -55,9 +51,8 @@ BACKTRACK_ITERS = 10
 # What a line search that found no step reports: the KLs are NaN, never 0, so no step is mistaken for a tiny one.
 FAILED_SEARCH = {"line_search_success": 0.0, "step_fraction": 0.0, "kl": math.nan, "max_state_kl": math.nan}
 FAILED_SEARCH |= {"actual_improvement": 0.0}
-# The adaptive entropy bonus (adapt_entropy_coef) stays within [MIN_ENT_COEF, MAX_ENT_COEF]; its rate
-# is per update: 0.125 per 1024 agent steps moves it as fast as 1.0 per 8192, and 2.0 per 8192
-# overshoots when the entropy drops fast (Pong, docs/trpo_atari.md).
+# The adaptive entropy bonus stays within [MIN_ENT_COEF, MAX_ENT_COEF]; its rate is per update: 0.125 per 1024
+# agent steps moves it as fast as 1.0 per 8192, and 2.0 per 8192 overshoots when the entropy drops fast (Pong).
 ENT_COEF_RATE, MIN_ENT_COEF, MAX_ENT_COEF = 0.125, 1e-3, 1.0
 
 
@@ -90,8 +85,7 @@ class Args:
     """total agent steps over all envs, each 4 frames (rounded down to whole iterations)"""
     num_envs: int = 8
     """the number of parallel environments"""
-    # Eight times the updates of 8 x 1024 steps for the same samples: Breakout learns faster
-    # (docs/trpo_atari.md).
+    # Eight times the updates of 8 x 1024 steps for the same samples: Breakout learns faster (docs/trpo_atari.md).
     num_steps: int = 128
     """the number of steps per env per policy update"""
     gamma: float = 0.99
@@ -106,13 +100,11 @@ class Args:
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by at least this factor"""
-    # Every step spends the trust region on the gradient's noise too, and random moves of the logits
-    # lower the entropy: with a weak bonus a large max_kl collapses the policy, while a fixed strong
-    # one holds some games at the uniform policy (BeamRider, docs/trpo_atari.md). So the bonus
-    # follows the entropy it is there to keep.
+    # Each step spends the trust region on the gradient's noise too, and random moves of the logits lower the
+    # entropy: a weak bonus lets a large max_kl collapse the policy, a fixed strong one holds some games at the
+    # uniform policy (BeamRider, docs/trpo_atari.md). So the bonus follows the entropy it is there to keep.
     ent_coef: float = 0.1
     """the initial coefficient of the entropy bonus in the surrogate objective (fixed with target_entropy_frac 0)"""
-    # At 90% Breakout levels off at about 8 points, at 80% it keeps rising (docs/trpo_atari.md).
     target_entropy_frac: float = 0.8
     """if > 0, ent_coef adapts to hold the policy's entropy at this fraction of ln(number of actions)"""
     max_state_kl: float = 0.1
@@ -123,9 +115,8 @@ class Args:
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 16
     """minibatches per value-network pass"""
-    # Not the policy's: bfloat16 rounding moves the logits more than a small step does, so the KL the
-    # line search measures would exceed the quadratic model's many times over (docs/trpo_atari.md).
-    # In float32 the model holds.
+    # Not the policy's: bfloat16 rounding moves the logits more than a small step does, so the line search's KL
+    # would exceed the quadratic model's many times over (docs/trpo_atari.md); in float32 the model holds.
     bf16: bool = False
     """if toggled, run the critic's CNN (all layers but the last) in bfloat16; the policy stays float32 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     eval_episodes: int = 10
@@ -176,15 +167,9 @@ def make_envs(args):
     learner's episode but not the game (life_loss_info); rewards come unclipped, so game scores stay
     whole; same-step autoreset: the obs returned with a done is the next episode's."""
     spec_kwargs = gym.spec(args.env_id).kwargs
-    return ale_py.vector_env.AtariVectorEnv(
-        spec_kwargs["game"],
-        args.num_envs,
-        repeat_action_probability=spec_kwargs["repeat_action_probability"],
-        noop_max=30,
-        life_loss_info=True,
-        reward_clipping=False,
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
+    options = {"repeat_action_probability": spec_kwargs["repeat_action_probability"], "noop_max": 30}
+    options |= {"life_loss_info": True, "reward_clipping": False, "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+    return ale_py.vector_env.AtariVectorEnv(spec_kwargs["game"], args.num_envs, **options)
 
 
 class GameScores:
@@ -205,8 +190,7 @@ class GameScores:
         ended = np.flatnonzero(truncations | (terminations & (lives >= self.lives)))
         self.lives = lives
         finished = list(zip(self.returns[ended], self.lengths[ended]))
-        self.returns[ended] = 0
-        self.lengths[ended] = 0
+        self.returns[ended], self.lengths[ended] = 0, 0
         return finished
 
 
@@ -239,8 +223,7 @@ def nature_cnn_forward(net, obs, bf16):
     # Unpacked rather than sliced: net[:-1] would build a new nn.Sequential on every call.
     *hidden_layers, last_layer = net
     dtype = torch.bfloat16 if bf16 else torch.float32
-    # Channels-last (NHWC) frames: oneDNN's CPU convolutions and their gradients are faster in that
-    # layout. Converted as uint8, the smallest copy.
+    # Channels-last (NHWC), faster for oneDNN's CPU convolutions; converted as uint8, the smallest copy.
     frames = obs.contiguous(memory_format=torch.channels_last)
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         features = frames.to(dtype) / 255.0
@@ -260,8 +243,6 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """A network of its own: nothing the value loss trains is part of the policy."""
-
     def __init__(self, bf16=False):
         super().__init__()
         self.net = nature_cnn(1, last_layer_std=1.0)
@@ -282,8 +263,7 @@ class RunningMeanStd:
         if not np.isfinite(batch).all():
             return
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
+        delta, total = batch_mean - self.mean, self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
         self.var, self.count = sum_sq / total, total
@@ -336,21 +316,18 @@ def fisher_vector_product_fn(actor, obs):
     J v is one forward-mode pass (dual numbers), J^T u one backward pass through a graph built once:
     for this CNN faster than the double backward pass that wins for small MLPs."""
     params = dict(actor.named_parameters())
+    sizes = [p.numel() for p in params.values()]
     logits = actor(obs)
     probs = torch.softmax(logits, dim=-1).detach()
 
     def fisher_vector_product(vector):
+        tangents = [chunk.view_as(p) for chunk, p in zip(vector.split(sizes), params.values())]
         with forward_ad.dual_level():
-            dual_params, offset = {}, 0
-            for name, p in params.items():
-                tangent = vector[offset : offset + p.numel()].view_as(p)
-                dual_params[name] = forward_ad.make_dual(p.detach(), tangent)
-                offset += p.numel()
-            jv = forward_ad.unpack_dual(functional_call(actor, dual_params, (obs,))).tangent
+            duals = {name: forward_ad.make_dual(p.detach(), t) for (name, p), t in zip(params.items(), tangents)}
+            jv = forward_ad.unpack_dual(functional_call(actor, duals, (obs,))).tangent
         m_jv = probs * (jv - (probs * jv).sum(-1, keepdim=True))
         grads = torch.autograd.grad(logits, params.values(), m_jv / obs.shape[0], retain_graph=True)
-        product = torch.cat([g.reshape(-1) for g in grads])
-        return product
+        return torch.cat([g.reshape(-1) for g in grads])
 
     return fisher_vector_product
 
@@ -374,13 +351,12 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 
 
 def line_search(actor, objective_and_kls_fn, full_step, old_objective, max_kl, args):
-    """Try theta_old + f * full_step from f = 1; take the first step whose mean KL is at most max_kl, whose
-    largest per-state KL is at most max_state_kl (the bound of the paper's Theorem 1; the mean alone lets
-    a large max_kl put a big change on a few states) and whose objective beats old_objective. On failure
-    restore theta_old, both KLs NaN. A trial that breaks a KL bound by the factor r sets the next
-    f = f * min(backtrack_coeff, r**-1/2), where a quadratic KL would meet its bound: a few states can put
-    the full step's largest KL tens of times over, beyond BACKTRACK_ITERS fixed cuts (0.8**9 = 1/56 of a
-    quadratic KL). Other failures multiply f by backtrack_coeff."""
+    """Try theta_old + f * full_step from f = 1; take the first step whose mean KL is at most max_kl, whose largest
+    per-state KL is at most max_state_kl (the bound of the paper's Theorem 1: the mean alone lets a large max_kl put
+    a big change on a few states) and whose objective beats old_objective; on failure restore theta_old, both KLs
+    NaN. A trial that breaks a KL bound by the factor r sets f = f * min(backtrack_coeff, r**-1/2), where a quadratic
+    KL would meet its bound (a few states can put the largest KL tens of times over, beyond BACKTRACK_ITERS fixed
+    cuts: 0.8**9 = 1/56 of a quadratic KL); other failures multiply f by backtrack_coeff."""
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         step_fraction = 1.0
@@ -440,8 +416,7 @@ def fit_critic(critic, optimizer, obs, returns, args):
             value_loss = 0.5 * ((critic(obs[idx]) - returns[idx]) ** 2).mean()
             optimizer.zero_grad()
             value_loss.backward()
-            grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
-            if not torch.isfinite(value_loss + grad_norm):
+            if not torch.isfinite(value_loss + nn.utils.get_total_norm([p.grad for p in critic.parameters()])):
                 skipped += 1
                 continue
             optimizer.step()
@@ -588,7 +563,6 @@ def check_inputs(args):
 
 def main(args):
     script = os.path.basename(__file__)
-    use_cuda = args.cuda and torch.cuda.is_available()
     try:  # nothing is written before the arguments and the input files have been checked
         num_actions = check_inputs(args)
         watched = load_model(args.eval_only, num_actions) if args.eval_only else None
@@ -599,9 +573,9 @@ def main(args):
     args.num_iterations = args.total_timesteps // args.batch_size
     # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
     run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    if args.cuda and not use_cuda:
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    if args.cuda and device.type == "cpu":
         print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
-    device = torch.device("cuda" if use_cuda else "cpu")
     video_name = f"{run_name}/eval" if args.capture_video else None  # the final evaluation's
     if watched is not None:
         return evaluate(watched.to(device), args, device, "eval", video_name)
@@ -614,20 +588,17 @@ def main(args):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = True
-    # No TF32 convolutions (cuDNN's default on Ampere and later): their rounding swamps the KL of a small
-    # trust-region step, the reason the policy stays out of bfloat16.
+    # No TF32 convolutions (cuDNN's default since Ampere): their rounding swamps a small step's KL, as bfloat16's would.
     torch.backends.cudnn.allow_tf32 = False
     actor = Actor(num_actions).to(device)
     critic = Critic(args.bf16).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5, fused=True)
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
-    return_rms = RunningMeanStd(())
-    discounted_return = np.zeros(args.num_envs)
+    return_rms, discounted_return = RunningMeanStd(()), np.zeros(args.num_envs)
     ent_coef, start_iteration, global_step = args.ent_coef, 1, 0
     if resumed is not None:  # the envs are not saved: a resumed run starts new games
-        actor.load_state_dict(resumed["actor"])
-        critic.load_state_dict(resumed["critic"])
-        critic_optimizer.load_state_dict(resumed["critic_optimizer"])
+        for name, part in {"actor": actor, "critic": critic, "critic_optimizer": critic_optimizer}.items():
+            part.load_state_dict(resumed[name])
         return_rms.load_state_dict(resumed["return_rms"])
         ent_coef, start_iteration, global_step = resumed["ent_coef"], resumed["iteration"] + 1, resumed["global_step"]
 
@@ -635,21 +606,17 @@ def main(args):
     obs_shape = envs.single_observation_space.shape
     observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
     actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards, dones = torch.zeros((2, args.num_steps, args.num_envs), device=device)
 
-    start_step, start_time = global_step, time.time()
-    recent_returns = deque(maxlen=20)
+    start_step, start_time, recent_returns = global_step, time.time(), deque(maxlen=20)
     next_obs, infos = envs.reset(seed=args.seed)
-    scores = GameScores(infos["lives"])
-    next_obs = torch.as_tensor(next_obs, device=device)
+    next_obs, scores = torch.as_tensor(next_obs, device=device), GameScores(infos["lives"])
     checkpoint = f"runs/{run_name}/checkpoint.pt"
     max_entropy, fvp_size = math.log(num_actions), max(1, int(FVP_SUBSAMPLE * args.batch_size))
     target_entropy = args.target_entropy_frac * max_entropy  # in nats; the gap is taken as a fraction of max_entropy
 
     try:
         for iteration in range(start_iteration, args.num_iterations + 1):
-            finished = []  # the games that ended in this rollout, logged after it
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 observations[step] = next_obs
@@ -658,7 +625,9 @@ def main(args):
                 actions[step] = action
                 next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
                 for game_return, game_length in scores.update(reward, terminations, truncations, infos["lives"]):
-                    finished.append((float(game_return), int(game_length), global_step))
+                    recent_returns.append(game_return)
+                    writer.add_scalar("charts/episodic_return", game_return, global_step)
+                    writer.add_scalar("charts/episodic_length", game_length, global_step)
                 reward = np.sign(reward).astype(np.float32)  # float32 before fractions join ale-py's integers
                 discounted_return = discounted_return * args.gamma + reward
                 return_rms.update(discounted_return)
@@ -674,11 +643,6 @@ def main(args):
                 dones[step] = torch.as_tensor(terminations | truncations, device=device)
                 next_obs = torch.as_tensor(next_obs, device=device)
 
-            for game_return, game_length, step_of_end in sorted(finished, key=lambda game: game[2]):
-                recent_returns.append(game_return)
-                writer.add_scalar("charts/episodic_return", game_return, step_of_end)
-                writer.add_scalar("charts/episodic_length", game_length, step_of_end)
-
             with torch.no_grad():  # V(s_t) of the rollout in batched passes (chunks bound the memory)
                 values = torch.cat([critic(chunk) for chunk in observations.flatten(0, 1).split(512)])
                 values, next_value = values.view(observations.shape[:2]), critic(next_obs)
@@ -686,8 +650,7 @@ def main(args):
             # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
             batch = (observations, actions, advantages, returns, values)
             b_obs, b_actions, b_advantages, b_returns, b_values = (x.flatten(0, 1) for x in batch)
-            # Normalized always: the step's length comes from max_kl, so their scale only weighs the
-            # entropy bonus against them.
+            # Normalized always: max_kl sets the step's length, so their scale only weighs them against the bonus.
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
             with torch.no_grad():  # pi_old: the actor as it was during the rollout

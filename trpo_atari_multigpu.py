@@ -7,19 +7,15 @@ advantage statistics, entropy, line-search values (the largest per-state KL of a
 and the reward statistics, so they take the same steps. Rank 0 alone logs, checkpoints and evaluates.
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE, made to keep learning on Atari:
-many small updates (8 envs x 128 steps, as ppo_atari.py), rewards scaled by the running std of the
-discounted return, an entropy bonus that adapts to hold the policy's entropy at 80% of its maximum,
-Fisher-vector products on a subsample of the batch, and a bound on the KL of every state besides
-the mean. Every iteration:
-  1. collects num_steps x num_envs transitions and estimates advantages with GAE,
-  2. maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to
-     mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search),
-  3. fits a separate value network (its own CNN, so a critic update can never move the policy).
-Training envs, game scores and life-loss handling are those of ppo_atari.py.
-The default max_kl of 0.02 per 1024-step batch is 20x OpenAI baselines' Atari TRPO setting
-(0.001 per batch of about 8192 steps).
-The default budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split
-a long run into parts.
+many small updates (8 envs x 128 steps, as ppo_atari.py, whose training envs and game scores it shares),
+rewards scaled by the running std of the discounted return, an entropy bonus that adapts to hold the
+policy's entropy at 80% of its maximum, Fisher-vector products on a subsample of the batch, and a bound
+on the KL of every state besides the mean. Every iteration collects num_steps x num_envs transitions,
+estimates advantages with GAE, maximises L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta)
+subject to mean KL(pi_old || pi_theta) <= max_kl (conjugate gradient + backtracking line search), and fits
+a separate value network (its own CNN, so a critic update can never move the policy). max_kl 0.02 per
+1024-step batch is 20x OpenAI baselines' Atari setting (0.001 per batch of about 8192 steps). The default
+budget is 10M agent steps (40M frames): --checkpoint-every N and --resume PATH split a long run into parts.
 """
 
 import datetime
@@ -63,9 +59,8 @@ BACKTRACK_ITERS = 10
 # What a line search that found no step reports: the KLs are NaN, never 0, so no step is mistaken for a tiny one.
 FAILED_SEARCH = {"line_search_success": 0.0, "step_fraction": 0.0, "kl": math.nan, "max_state_kl": math.nan}
 FAILED_SEARCH |= {"actual_improvement": 0.0}
-# The adaptive entropy bonus (adapt_entropy_coef) stays within [MIN_ENT_COEF, MAX_ENT_COEF]; its rate
-# is per update: 0.125 per 1024 agent steps moves it as fast as 1.0 per 8192, and 2.0 per 8192
-# overshoots when the entropy drops fast (Pong, docs/trpo_atari.md).
+# The adaptive entropy bonus stays within [MIN_ENT_COEF, MAX_ENT_COEF]; its rate is per update: 0.125 per 1024
+# agent steps moves it as fast as 1.0 per 8192, and 2.0 per 8192 overshoots when the entropy drops fast (Pong).
 ENT_COEF_RATE, MIN_ENT_COEF, MAX_ENT_COEF = 0.125, 1e-3, 1.0
 
 
@@ -98,8 +93,7 @@ class Args:
     """total agent steps over all envs of all processes, each 4 frames (rounded down to whole iterations)"""
     num_envs: int = 8
     """the number of parallel environments of each process"""
-    # Eight times the updates of 8 x 1024 steps for the same samples: Breakout learns faster
-    # (docs/trpo_atari.md).
+    # Eight times the updates of 8 x 1024 steps for the same samples: Breakout learns faster (docs/trpo_atari.md).
     num_steps: int = 128
     """the number of steps per env per policy update"""
     gamma: float = 0.99
@@ -114,13 +108,11 @@ class Args:
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by at least this factor"""
-    # Every step spends the trust region on the gradient's noise too, and random moves of the logits
-    # lower the entropy: with a weak bonus a large max_kl collapses the policy, while a fixed strong
-    # one holds some games at the uniform policy (BeamRider, docs/trpo_atari.md). So the bonus
-    # follows the entropy it is there to keep.
+    # Each step spends the trust region on the gradient's noise too, and random moves of the logits lower the
+    # entropy: a weak bonus lets a large max_kl collapse the policy, a fixed strong one holds some games at the
+    # uniform policy (BeamRider, docs/trpo_atari.md). So the bonus follows the entropy it is there to keep.
     ent_coef: float = 0.1
     """the initial coefficient of the entropy bonus in the surrogate objective (fixed with target_entropy_frac 0)"""
-    # At 90% Breakout levels off at about 8 points, at 80% it keeps rising (docs/trpo_atari.md).
     target_entropy_frac: float = 0.8
     """if > 0, ent_coef adapts to hold the policy's entropy at this fraction of ln(number of actions)"""
     max_state_kl: float = 0.1
@@ -131,9 +123,8 @@ class Args:
     """passes over the batch when fitting the value network"""
     vf_minibatches: int = 16
     """minibatches per value-network pass"""
-    # Not the policy's: bfloat16 rounding moves the logits more than a small step does, so the KL the
-    # line search measures would exceed the quadratic model's many times over (docs/trpo_atari.md).
-    # In float32 the model holds.
+    # Not the policy's: bfloat16 rounding moves the logits more than a small step does, so the line search's KL
+    # would exceed the quadratic model's many times over (docs/trpo_atari.md); in float32 the model holds.
     bf16: bool = False
     """if toggled, run the critic's CNN (all layers but the last) in bfloat16; the policy stays float32 (fast on CPUs with AVX512-BF16 or AMX and on recent GPUs)"""
     eval_episodes: int = 10
@@ -186,15 +177,9 @@ def make_envs(args):
     learner's episode but not the game (life_loss_info); rewards come unclipped, so game scores stay
     whole; same-step autoreset: the obs returned with a done is the next episode's."""
     spec_kwargs = gym.spec(args.env_id).kwargs
-    return ale_py.vector_env.AtariVectorEnv(
-        spec_kwargs["game"],
-        args.num_envs,
-        repeat_action_probability=spec_kwargs["repeat_action_probability"],
-        noop_max=30,
-        life_loss_info=True,
-        reward_clipping=False,
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
+    options = {"repeat_action_probability": spec_kwargs["repeat_action_probability"], "noop_max": 30}
+    options |= {"life_loss_info": True, "reward_clipping": False, "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+    return ale_py.vector_env.AtariVectorEnv(spec_kwargs["game"], args.num_envs, **options)
 
 
 class GameScores:
@@ -215,8 +200,7 @@ class GameScores:
         ended = np.flatnonzero(truncations | (terminations & (lives >= self.lives)))
         self.lives = lives
         finished = list(zip(self.returns[ended], self.lengths[ended]))
-        self.returns[ended] = 0
-        self.lengths[ended] = 0
+        self.returns[ended], self.lengths[ended] = 0, 0
         return finished
 
 
@@ -249,8 +233,7 @@ def nature_cnn_forward(net, obs, bf16):
     # Unpacked rather than sliced: net[:-1] would build a new nn.Sequential on every call.
     *hidden_layers, last_layer = net
     dtype = torch.bfloat16 if bf16 else torch.float32
-    # Channels-last (NHWC) frames: oneDNN's CPU convolutions and their gradients are faster in that
-    # layout. Converted as uint8, the smallest copy.
+    # Channels-last (NHWC), faster for oneDNN's CPU convolutions; converted as uint8, the smallest copy.
     frames = obs.contiguous(memory_format=torch.channels_last)
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         features = frames.to(dtype) / 255.0
@@ -270,8 +253,6 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """A network of its own: nothing the value loss trains is part of the policy."""
-
     def __init__(self, bf16=False):
         super().__init__()
         self.net = nature_cnn(1, last_layer_std=1.0)
@@ -292,8 +273,7 @@ class RunningMeanStd:
         if not np.isfinite(batch).all():
             return
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
+        delta, total = batch_mean - self.mean, self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
         self.var, self.count = sum_sq / total, total
@@ -346,17 +326,15 @@ def fisher_vector_product_fn(actor, obs):
     J v is one forward-mode pass (dual numbers), J^T u one backward pass through a graph built once:
     for this CNN faster than the double backward pass that wins for small MLPs."""
     params = dict(actor.named_parameters())
+    sizes = [p.numel() for p in params.values()]
     logits = actor(obs)
     probs = torch.softmax(logits, dim=-1).detach()
 
     def fisher_vector_product(vector):
+        tangents = [chunk.view_as(p) for chunk, p in zip(vector.split(sizes), params.values())]
         with forward_ad.dual_level():
-            dual_params, offset = {}, 0
-            for name, p in params.items():
-                tangent = vector[offset : offset + p.numel()].view_as(p)
-                dual_params[name] = forward_ad.make_dual(p.detach(), tangent)
-                offset += p.numel()
-            jv = forward_ad.unpack_dual(functional_call(actor, dual_params, (obs,))).tangent
+            duals = {name: forward_ad.make_dual(p.detach(), t) for (name, p), t in zip(params.items(), tangents)}
+            jv = forward_ad.unpack_dual(functional_call(actor, duals, (obs,))).tangent
         m_jv = probs * (jv - (probs * jv).sum(-1, keepdim=True))
         grads = torch.autograd.grad(logits, params.values(), m_jv / obs.shape[0], retain_graph=True)
         product = torch.cat([g.reshape(-1) for g in grads])
@@ -385,13 +363,12 @@ def conjugate_gradient(matrix_vector_product, b, iters, residual_tol=1e-10):
 
 
 def line_search(actor, objective_and_kls_fn, full_step, old_objective, max_kl, args):
-    """Try theta_old + f * full_step from f = 1; take the first step whose mean KL is at most max_kl, whose
-    largest per-state KL is at most max_state_kl (the bound of the paper's Theorem 1; the mean alone lets
-    a large max_kl put a big change on a few states) and whose objective beats old_objective. On failure
-    restore theta_old, both KLs NaN. A trial that breaks a KL bound by the factor r sets the next
-    f = f * min(backtrack_coeff, r**-1/2), where a quadratic KL would meet its bound: a few states can put
-    the full step's largest KL tens of times over, beyond BACKTRACK_ITERS fixed cuts (0.8**9 = 1/56 of a
-    quadratic KL). Other failures multiply f by backtrack_coeff."""
+    """Try theta_old + f * full_step from f = 1; take the first step whose mean KL is at most max_kl, whose largest
+    per-state KL is at most max_state_kl (the bound of the paper's Theorem 1: the mean alone lets a large max_kl put
+    a big change on a few states) and whose objective beats old_objective; on failure restore theta_old, both KLs
+    NaN. A trial that breaks a KL bound by the factor r sets f = f * min(backtrack_coeff, r**-1/2), where a quadratic
+    KL would meet its bound (a few states can put the largest KL tens of times over, beyond BACKTRACK_ITERS fixed
+    cuts: 0.8**9 = 1/56 of a quadratic KL); other failures multiply f by backtrack_coeff."""
     old_params = parameters_to_vector(actor.parameters()).detach().clone()
     with torch.no_grad():
         step_fraction = 1.0
@@ -460,8 +437,7 @@ def fit_critic(critic, optimizer, obs, returns, args):
             # Averaged over the ranks, so every rank takes (or skips) the same step.
             value_loss = value_loss.detach()
             all_reduce_mean([p.grad for p in critic.parameters()] + [value_loss])
-            grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
-            if not torch.isfinite(value_loss + grad_norm):
+            if not torch.isfinite(value_loss + nn.utils.get_total_norm([p.grad for p in critic.parameters()])):
                 skipped += 1
                 continue
             optimizer.step()
@@ -677,11 +653,11 @@ def main(args):
     args.num_iterations = args.total_timesteps // (args.world_size * args.batch_size)
     # A resumed run keeps its name, so its TensorBoard logs and checkpoints stay in one folder.
     run_name = resumed["run_name"] if resumed else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    if rank == 0 and args.cuda and not use_cuda:
-        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    if rank == 0 and args.cuda and device.type == "cpu":
+        print(f"{script}: no GPU available, running on the CPU", file=sys.stderr)
     video_name = f"{run_name}/eval" if args.capture_video else None  # the final evaluation's
-    if watched is not None:  # rank 0 plays; the other ranks have nothing to do
+    if watched is not None:
         return evaluate(watched.to(device), args, device, "eval", video_name) if rank == 0 else None
 
     envs = make_envs(args)
@@ -692,8 +668,7 @@ def main(args):
     np.random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)
     torch.backends.cudnn.deterministic = True
-    # No TF32 convolutions (cuDNN's default on Ampere and later): their rounding swamps the KL of a small
-    # trust-region step, the reason the policy stays out of bfloat16.
+    # No TF32 convolutions (cuDNN's default since Ampere): their rounding swamps a small step's KL, as bfloat16's would.
     torch.backends.cudnn.allow_tf32 = False
     actor = Actor(num_actions).to(device)
     critic = Critic(args.bf16).to(device)
@@ -701,13 +676,11 @@ def main(args):
         dist.broadcast(parameter.data, src=0)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, eps=1e-5, fused=True)
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
-    return_rms = RunningMeanStd(())
-    discounted_return = np.zeros(args.num_envs)
+    return_rms, discounted_return = RunningMeanStd(()), np.zeros(args.num_envs)
     ent_coef, start_iteration, global_step = args.ent_coef, 1, 0
     if resumed is not None:  # the envs are not saved: a resumed run starts new games
-        actor.load_state_dict(resumed["actor"])
-        critic.load_state_dict(resumed["critic"])
-        critic_optimizer.load_state_dict(resumed["critic_optimizer"])
+        for name, part in {"actor": actor, "critic": critic, "critic_optimizer": critic_optimizer}.items():
+            part.load_state_dict(resumed[name])
         return_rms.load_state_dict(resumed["return_rms"])
         ent_coef, start_iteration, global_step = resumed["ent_coef"], resumed["iteration"] + 1, resumed["global_step"]
 
@@ -715,22 +688,19 @@ def main(args):
     obs_shape = envs.single_observation_space.shape
     observations = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
     actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards, dones = torch.zeros((2, args.num_steps, args.num_envs), device=device)
 
-    start_step, start_time = global_step, time.time()
-    recent_returns = deque(maxlen=20)
+    start_step, start_time, recent_returns = global_step, time.time(), deque(maxlen=20)
     # Rank r's envs get the seeds seed + r * num_envs + i: rank 0's are the single-process script's.
     next_obs, infos = envs.reset(seed=args.seed + rank * args.num_envs)
-    scores = GameScores(infos["lives"])
-    next_obs = torch.as_tensor(next_obs, device=device)
+    next_obs, scores = torch.as_tensor(next_obs, device=device), GameScores(infos["lives"])
     checkpoint = f"runs/{run_name}/checkpoint.pt"
     max_entropy, fvp_size = math.log(num_actions), max(1, int(FVP_SUBSAMPLE * args.batch_size))
     target_entropy = args.target_entropy_frac * max_entropy  # in nats; the gap is taken as a fraction of max_entropy
 
     try:
         for iteration in range(start_iteration, args.num_iterations + 1):
-            finished = []  # the games that ended in this rollout, logged after it
+            finished = []  # this rank's games that ended in this rollout, logged by rank 0 after it
             rollout_returns = []  # this rank's discounted returns, for the reward statistics of all ranks
             return_rms_before = return_rms.state_dict()
             for step in range(args.num_steps):
@@ -773,8 +743,7 @@ def main(args):
             # (num_steps, num_envs, ...) -> (num_steps * num_envs, ...), the same row order for every field.
             batch = (observations, actions, advantages, returns, values)
             b_obs, b_actions, b_advantages, b_returns, b_values = (x.flatten(0, 1) for x in batch)
-            # Normalized always, with the statistics of all ranks' advantages together: the step's length
-            # comes from max_kl, so their scale only weighs the entropy bonus against them.
+            # Normalized always: max_kl sets the step's length, so their scale only weighs them against the bonus.
             mean, std = global_mean_std(b_advantages)
             b_advantages = (b_advantages - mean) / (std + 1e-8)
 
@@ -823,8 +792,8 @@ def main(args):
                 save_atomically(model_state(actor, critic, return_rms, args) | training_state, checkpoint)
             if args.eval_every and iteration % args.eval_every == 0 and rank == 0:
                 log_evaluation(writer, evaluate(actor, args, device, f"eval at step {global_step}"), global_step)
-    except KeyboardInterrupt:  # torchrun passes Ctrl-C to every rank; rank 0 says where the run stopped
-        if rank != 0:
+    except KeyboardInterrupt:
+        if rank != 0:  # torchrun passes Ctrl-C to every rank; rank 0 says where the run stopped
             sys.exit(130)
         writer.close()
         tail = f"; --resume {checkpoint} goes on from there" if os.path.exists(checkpoint) else ""

@@ -1,15 +1,12 @@
 """TRPO with a diagonal Gaussian policy for Box-action environments (default HalfCheetah-v5).
 
-Trust Region Policy Optimization (Schulman et al., 2015) with GAE (Schulman et al., 2016).
-Every iteration collects num_steps x num_envs transitions, then
-  1. estimates advantages A_t with GAE,
-  2. maximises the surrogate L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta)
-     subject to mean KL(pi_old || pi_theta) <= max_kl, a radius that shrinks linearly to
-     final_max_kl over training: a natural-gradient step found by conjugate gradient, scaled to
-     the trust region and checked by a backtracking line search; ent_coef grows while the
-     policy's entropy per action dimension is below target_entropy and falls to almost nothing above it,
-  3. fits the value network (a separate network, so it never moves the policy) by regression
-     on the GAE returns.
+Trust Region Policy Optimization (Schulman et al., 2015) with GAE (Schulman et al., 2016). Each iteration
+collects num_steps x num_envs transitions, estimates advantages A_t with GAE, maximises the surrogate
+L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to mean KL(pi_old || pi_theta)
+<= max_kl, a radius that shrinks linearly to final_max_kl over training (a natural-gradient step by conjugate
+gradient, scaled to the trust region and checked by a backtracking line search; ent_coef grows while the
+policy's entropy per action dimension is below target_entropy and falls to almost nothing above it), then
+fits the value network, a separate one, by regression on the GAE returns.
 """
 
 import datetime
@@ -34,17 +31,15 @@ from torch.distributions.kl import kl_divergence
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from torch.utils.tensorboard import SummaryWriter
 
-# MuJoCo 4 warns that gymnasium's XML models use a deprecated attribute, once per env made: drop
-# that one warning so that a run's output and a bad-input error stay readable; others still print.
+# MuJoCo 4 warns, once per env made, that gymnasium's XML models use a deprecated attribute: drop that one warning.
 mujoco.set_mju_user_warning(lambda message: "deprecated" in message or print(f"WARNING: {message}", file=sys.stderr))
 # The line search gives up after this many tries, at backtrack_coeff**9 of the full step.
 BACKTRACK_ITERS = 10
 # What a line search that found no step reports: the KL is NaN, never 0, so no step is mistaken for a tiny one.
 FAILED_SEARCH = {"line_search_success": 0.0, "step_fraction": 0.0, "kl": math.nan, "actual_improvement": 0.0}
-# The adaptive entropy bonus: log(ent_coef) moves by ENT_COEF_RATE * (target - entropy per action
-# dimension) per update, fast enough to wind up before the first updates shrink the std below the
-# target, and stays in [MIN_ENT_COEF, MAX_ENT_COEF], bounding the wind-up while the trust region
-# holds the entropy away from its target.
+# The adaptive entropy bonus: log(ent_coef) moves by ENT_COEF_RATE * (target - entropy per action dimension) per
+# update, fast enough to wind up before the first updates shrink the std below the target, and stays in
+# [MIN_ENT_COEF, MAX_ENT_COEF], bounding the wind-up while the trust region holds the entropy away from its target.
 ENT_COEF_RATE, MIN_ENT_COEF, MAX_ENT_COEF = 2.0, 1e-4, 0.1
 # The critic is wider than the actor: its fit is not bounded by a trust region, and its cost is small.
 ACTOR_WIDTH, CRITIC_WIDTH = 64, 256
@@ -84,8 +79,7 @@ class Args:
     # Andrychowicz et al. (2021) also recommend 0.9 over 0.95.
     gae_lambda: float = 0.9
     """the GAE lambda"""
-    # A wide region early, while the policy is far from good, and a narrow one late, when a step
-    # that is too long costs a learned gait.
+    # Wide early, while the policy is far from good; narrow late, when a step that is too long costs a learned gait.
     max_kl: float = 0.04
     """the trust region radius at the start: the largest mean KL(old || new) a step may reach"""
     final_max_kl: float = 0.01
@@ -96,16 +90,14 @@ class Args:
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by this factor"""
-    # A bonus that acts only below a floor: each step may spend part of the trust region on shrinking
-    # the std, and a seed whose noise runs out early stops exploring.
+    # Only below a floor: a step may spend trust region on shrinking the std, and a seed out of noise stops exploring.
     target_entropy: float | None = 0.0
     """the entropy bonus keeps the policy's entropy per action dimension above this many nats (0: std 0.24); None: no bonus"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
     vf_epochs: int = 10
     """passes over the batch when fitting the value network"""
-    # 40 Adam steps of 512 samples per update rather than hundreds of small ones: at this network
-    # size a step's cost is torch's per-call overhead, not its arithmetic.
+    # 40 Adam steps of 512 samples per update, not hundreds of small ones: a step's cost here is per-call overhead.
     vf_minibatches: int = 4
     """minibatches per value-network pass"""
     norm_obs: bool = True
@@ -144,13 +136,8 @@ def layer_init(layer, std=2**0.5, bias_const=0.0):
 
 def mlp(in_dim, out_dim, width, out_std):
     """Two tanh hidden layers of `width` units, orthogonally initialized; the output layer's gain is out_std."""
-    return nn.Sequential(
-        layer_init(nn.Linear(in_dim, width)),
-        nn.Tanh(),
-        layer_init(nn.Linear(width, width)),
-        nn.Tanh(),
-        layer_init(nn.Linear(width, out_dim), std=out_std),
-    )
+    hidden = [layer_init(nn.Linear(in_dim, width)), nn.Tanh(), layer_init(nn.Linear(width, width)), nn.Tanh()]
+    return nn.Sequential(*hidden, layer_init(nn.Linear(width, out_dim), std=out_std))
 
 
 class Actor(nn.Module):
@@ -191,8 +178,7 @@ class RunningMeanStd:
         if not np.isfinite(batch).all():
             return
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
+        delta, total = batch_mean - self.mean, self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
         self.var, self.count = sum_sq / total, total
@@ -342,8 +328,7 @@ def fit_critic(critic, optimizer, obs, returns, args):
             value_loss = 0.5 * ((critic(obs[idx]) - returns[idx]) ** 2).mean()
             optimizer.zero_grad()
             value_loss.backward()
-            grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
-            if not torch.isfinite(value_loss + grad_norm):
+            if not torch.isfinite(value_loss + nn.utils.get_total_norm([p.grad for p in critic.parameters()])):
                 skipped += 1
                 continue
             optimizer.step()
@@ -499,8 +484,7 @@ def main(args):
 
     envs = gym.vector.SyncVectorEnv(
         [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
-        # SAME_STEP: the obs returned with done is already the next episode's first obs and the
-        # terminal one is in infos["final_obs"], so no step of the rollout is a fake reset transition.
+        # SAME_STEP: no rollout step is a fake reset transition (a done's terminal obs is in infos["final_obs"]).
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
@@ -517,8 +501,7 @@ def main(args):
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
     obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
     # Reward scaling divides by the std of the discounted return, not of the reward itself.
-    return_rms = RunningMeanStd(()) if args.norm_reward else None
-    discounted_return = np.zeros(args.num_envs)
+    return_rms, discounted_return = (RunningMeanStd(()) if args.norm_reward else None), np.zeros(args.num_envs)
     to_tensor = partial(torch.as_tensor, device=device)
 
     def normalize(obs, update_stats=False):
@@ -529,8 +512,7 @@ def main(args):
     # Rollout storage, (num_steps, num_envs, ...): numpy while acting (cheaper writes), torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
     actions = np.zeros((args.num_steps, args.num_envs) + action_shape, dtype=np.float32)
-    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    rewards, dones = np.zeros((2, args.num_steps, args.num_envs), dtype=np.float32)
 
     global_step, start_time = 0, time.time()
     recent_returns, ent_coef = deque(maxlen=20), 0.0

@@ -1,13 +1,10 @@
 """TRPO with a categorical policy for classic-control environments (default CartPole-v1).
 
-Trust Region Policy Optimization (Schulman et al., 2015) with GAE (Schulman et al., 2016).
-Every iteration collects num_steps x num_envs transitions, then
-  1. estimates advantages A_t with GAE,
-  2. maximises the surrogate L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta)
-     subject to mean KL(pi_old || pi_theta) <= max_kl: a natural-gradient step found by conjugate
-     gradient, scaled to the trust region and checked by a backtracking line search,
-  3. fits the value network (a separate network, so it never moves the policy) by regression
-     on the GAE returns.
+Trust Region Policy Optimization (Schulman et al., 2015) with GAE (Schulman et al., 2016). Each iteration
+collects num_steps x num_envs transitions, estimates advantages A_t with GAE, maximises the surrogate
+L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to mean KL(pi_old || pi_theta)
+<= max_kl (a natural-gradient step by conjugate gradient, scaled to the trust region and checked by a
+backtracking line search), then fits the value network, a separate one, by regression on the GAE returns.
 """
 
 import datetime
@@ -121,13 +118,8 @@ def layer_init(layer, std=2**0.5, bias_const=0.0):
 
 def mlp(in_dim, out_dim, width, out_std):
     """Two tanh hidden layers of `width` units, orthogonally initialized; the output layer's gain is out_std."""
-    return nn.Sequential(
-        layer_init(nn.Linear(in_dim, width)),
-        nn.Tanh(),
-        layer_init(nn.Linear(width, width)),
-        nn.Tanh(),
-        layer_init(nn.Linear(width, out_dim), std=out_std),
-    )
+    hidden = [layer_init(nn.Linear(in_dim, width)), nn.Tanh(), layer_init(nn.Linear(width, width)), nn.Tanh()]
+    return nn.Sequential(*hidden, layer_init(nn.Linear(width, out_dim), std=out_std))
 
 
 class Actor(nn.Module):
@@ -161,8 +153,7 @@ class RunningMeanStd:
         if not np.isfinite(batch).all():
             return
         batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0), batch.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
+        delta, total = batch_mean - self.mean, self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         sum_sq = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
         self.var, self.count = sum_sq / total, total
@@ -305,8 +296,7 @@ def fit_critic(critic, optimizer, obs, returns, args):
             value_loss = 0.5 * ((critic(obs[idx]) - returns[idx]) ** 2).mean()
             optimizer.zero_grad()
             value_loss.backward()
-            grad_norm = nn.utils.get_total_norm([p.grad for p in critic.parameters()])
-            if not torch.isfinite(value_loss + grad_norm):
+            if not torch.isfinite(value_loss + nn.utils.get_total_norm([p.grad for p in critic.parameters()])):
                 skipped += 1
                 continue
             optimizer.step()
@@ -460,8 +450,7 @@ def main(args):
 
     envs = gym.vector.SyncVectorEnv(
         [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
-        # SAME_STEP: the obs returned with done is already the next episode's first obs and the
-        # terminal one is in infos["final_obs"], so no step of the rollout is a fake reset transition.
+        # SAME_STEP: no rollout step is a fake reset transition (a done's terminal obs is in infos["final_obs"]).
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
@@ -486,11 +475,9 @@ def main(args):
     # Rollout storage, (num_steps, num_envs, ...): numpy while acting (cheaper writes), torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
     actions = np.zeros((args.num_steps, args.num_envs), dtype=np.int64)
-    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
-    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    rewards, dones = np.zeros((2, args.num_steps, args.num_envs), dtype=np.float32)
 
-    global_step, start_time = 0, time.time()
-    recent_returns = deque(maxlen=20)
+    global_step, start_time, recent_returns = 0, time.time(), deque(maxlen=20)
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = normalize(next_obs, update_stats=True)
 
