@@ -113,6 +113,7 @@ class Args:
     # uniform policy (BeamRider, docs/trpo_atari.md). So the bonus follows the entropy it is there to keep.
     ent_coef: float = 0.1
     """the initial coefficient of the entropy bonus in the surrogate objective (fixed with target_entropy_frac 0)"""
+    # At 90% Breakout levels off at about 8 points, at 80% it keeps rising (docs/trpo_atari.md).
     target_entropy_frac: float = 0.8
     """if > 0, ent_coef adapts to hold the policy's entropy at this fraction of ln(number of actions)"""
     max_state_kl: float = 0.1
