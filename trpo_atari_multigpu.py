@@ -680,9 +680,9 @@ def main(args):
     return_rms, discounted_return = RunningMeanStd(()), np.zeros(args.num_envs)
     ent_coef, start_iteration, global_step = args.ent_coef, 1, 0
     if resumed is not None:  # the envs are not saved: a resumed run starts new games
-        for name, part in {"actor": actor, "critic": critic, "critic_optimizer": critic_optimizer}.items():
+        parts = {"actor": actor, "critic": critic, "critic_optimizer": critic_optimizer, "return_rms": return_rms}
+        for name, part in parts.items():
             part.load_state_dict(resumed[name])
-        return_rms.load_state_dict(resumed["return_rms"])
         ent_coef, start_iteration, global_step = resumed["ent_coef"], resumed["iteration"] + 1, resumed["global_step"]
 
     # Rollout storage, (num_steps, num_envs, ...) everywhere; frames stay uint8 until the network.
