@@ -78,10 +78,6 @@ class Args:
     """coefficient of the value loss"""
     max_grad_norm: float = 0.5
     """the largest global gradient norm"""
-    norm_obs: bool = True
-    """if toggled, normalize observations by their running mean and std"""
-    norm_reward: bool = True
-    """if toggled, scale rewards by the running std of the discounted return"""
     eval_episodes: int = 10
     """deterministic (mean action) episodes per evaluation: after training and every eval_every iterations"""
     eval_every: int = 0
@@ -245,16 +241,14 @@ def ppo_update(actor, critic, optimizer, batch, args):
 
 
 def evaluate(actor, obs_rms, args, device, label, video_name=None):
-    """args.eval_episodes episodes of the mean action on an env seeded seed + 10_000, with frozen statistics
-    and no global random generator: every evaluation starts from the same states and leaves the run as
-    it was. Records into videos/{video_name} if given, prints "{label}: mean return ...", returns the returns."""
+    """args.eval_episodes episodes of the mean action on an env seeded seed + 10_000, statistics frozen, no global
+    RNG drawn: every evaluation starts from the same states and leaves the run as it was. Video: videos/{video_name}."""
     env = make_env(args.env_id, 0, video_name is not None, video_name)()
     episodic_returns, episodic_return = [], 0.0
     obs, _ = env.reset(seed=args.seed + 10_000)
     while len(episodic_returns) < args.eval_episodes:
-        obs = obs_rms.normalize(obs) if obs_rms is not None else obs
         with torch.inference_mode():
-            action, _ = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
+            action, _ = actor(torch.as_tensor(obs_rms.normalize(obs), dtype=torch.float32, device=device))
         action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high)
         obs, reward, terminated, truncated, _ = env.step(action)
         episodic_return += reward
@@ -277,11 +271,9 @@ def log_evaluation(writer, episodic_returns, global_step, final=False):
 
 
 def save_model(path, args, actor, critic, obs_rms, return_rms):
-    """Save the networks, the normalization statistics (None where not normalized) and the arguments."""
+    """Save the networks, the normalization statistics and the arguments."""
     model = {"actor": actor.state_dict(), "critic": critic.state_dict(), "args": vars(args)}
-    for name, rms in (("obs_rms", obs_rms), ("return_rms", return_rms)):
-        model[name] = rms.state_dict() if rms is not None else None
-    torch.save(model, path)
+    torch.save(model | {"obs_rms": obs_rms.state_dict(), "return_rms": return_rms.state_dict()}, path)
 
 
 def load_model(path, observation_space, action_space):
@@ -296,10 +288,8 @@ def load_model(path, observation_space, action_space):
             raise TypeError(type(checkpoint).__name__)
         actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
         actor.load_state_dict(checkpoint["actor"])
-        obs_rms = None
-        if checkpoint["obs_rms"] is not None:
-            obs_rms = RunningMeanStd(observation_space.shape)
-            obs_rms.load_state_dict(checkpoint["obs_rms"])
+        obs_rms = RunningMeanStd(observation_space.shape)
+        obs_rms.load_state_dict(checkpoint["obs_rms"])
     except Exception as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
@@ -317,9 +307,8 @@ def start_logging(args, run_name, total_steps):
     writer = SummaryWriter(f"runs/{run_name}")
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
-    print(
-        f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
-    )
+    plan = f"{args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    print(f"runs/{run_name}: {plan}")
     return writer
 
 
@@ -348,10 +337,9 @@ def check_inputs(args):
         if not ok:
             raise ValueError(message)
     try:  # after the checks above: making an env can print warnings
-        env = make_env(args.env_id, 0, False, None)()
+        env = gym.make(args.env_id, render_mode="rgb_array") if args.capture_video else gym.make(args.env_id)
     except gym.error.Error as e:
         raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
-    env.close()
     obs_space, action_space = env.observation_space, env.action_space
     spaces_fit = isinstance(action_space, gym.spaces.Box) and isinstance(obs_space, gym.spaces.Box)
     if not spaces_fit or len(obs_space.shape) != 1:
@@ -359,15 +347,14 @@ def check_inputs(args):
         raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need {need}")
     if args.capture_video:  # a renderer that fails would otherwise fail after the run folder exists
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings():  # GLFW, for one, warns on its way to failing
                 warnings.simplefilter("ignore")
-                env = gym.make(args.env_id, render_mode="rgb_array")
                 env.reset(seed=args.seed)
                 env.render()
-                env.close()
         except Exception as e:
             reason = (str(e) or type(e).__name__).splitlines()[0]
             raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
+    env.close()
     return obs_space, action_space
 
 
@@ -409,15 +396,13 @@ def main(args):
     optimizer = torch.optim.Adam(
         [*actor.parameters(), *critic.parameters()], lr=args.learning_rate, eps=1e-5, fused=True
     )
-    obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
-    # Reward scaling divides by the std of the discounted return, not of the reward itself.
-    return_rms, discounted_return = (RunningMeanStd(()) if args.norm_reward else None), np.zeros(args.num_envs)
+    obs_rms, return_rms, discounted_return = RunningMeanStd(obs_shape), RunningMeanStd(()), np.zeros(args.num_envs)
     to_tensor = partial(torch.as_tensor, device=device)
 
     def normalize(obs, update_stats=False):
-        if obs_rms is not None and update_stats:
+        if update_stats:
             obs_rms.update(obs)
-        return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
+        return obs_rms.normalize(obs).astype(np.float32)
 
     # Rollout storage, (num_steps, num_envs, ...): numpy while acting (cheaper writes), torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
@@ -440,11 +425,11 @@ def main(args):
                 # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample.
                 clipped_actions = np.clip(actions[step], action_space.low, action_space.high)
                 next_obs, reward, terminations, truncations, infos = envs.step(clipped_actions)
-                if return_rms is not None:
-                    discounted_return = discounted_return * args.gamma + reward
-                    return_rms.update(discounted_return)
-                    reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
-                    discounted_return[terminations | truncations] = 0.0
+                # Reward scaling divides by the std of the discounted return, not of the reward itself.
+                discounted_return = discounted_return * args.gamma + reward
+                return_rms.update(discounted_return)
+                reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
+                discounted_return[terminations | truncations] = 0.0
                 # Truncation is not termination: a time-limit cut is bootstrapped, r + gamma * V(final obs).
                 truncated = truncations & ~terminations
                 if truncated.any():

@@ -100,10 +100,6 @@ class Args:
     # 40 Adam steps of 512 samples per update, not hundreds of small ones: a step's cost here is per-call overhead.
     vf_minibatches: int = 4
     """minibatches per value-network pass"""
-    norm_obs: bool = True
-    """if toggled, normalize observations by their running mean and std"""
-    norm_reward: bool = True
-    """if toggled, scale rewards by the running std of the discounted return"""
     eval_episodes: int = 10
     """deterministic (mean action) episodes per evaluation: after training and every eval_every iterations"""
     eval_every: int = 0
@@ -236,12 +232,10 @@ def mean_kl(actor, obs, old_mean, old_log_std):
 
 
 def fisher_vector_product_fn(actor, obs):
-    """Return v -> F v, with F the Hessian of mean KL(pi_old || pi_theta) at theta = theta_old.
-
-    At theta_old the KL's gradient w.r.t. z = (mean, log_std) is zero, so its Hessian w.r.t. theta is the
-    Gauss-Newton product F = E_s[J^T M J], J = dz/dtheta, M the KL's Hessian w.r.t. z: diagonal, 1 / sigma^2
-    for the mean and 2 for the log-std. J^T u is one backward pass; u -> J^T u is linear, so the gradient of
-    (J^T u) . v w.r.t. u is J v (the double-backward trick), faster than forward mode for a small MLP."""
+    """Return v -> F v, F the Hessian of mean KL(pi_old || pi_theta) at theta_old. There the KL's gradient w.r.t.
+    z = (mean, log_std) is zero, so F is the Gauss-Newton product E_s[J^T M J], J = dz/dtheta, M the KL's Hessian
+    w.r.t. z: diagonal, 1 / sigma^2 for the mean and 2 for the log-std. J^T u is one backward pass; u -> J^T u is
+    linear, so the gradient of (J^T u) . v w.r.t. u is J v (double backward), faster than forward mode here."""
     params = list(actor.parameters())
     mean, log_std = actor(obs)
     inv_var = torch.exp(-2 * log_std).detach()
@@ -337,16 +331,14 @@ def fit_critic(critic, optimizer, obs, returns, args):
 
 
 def evaluate(actor, obs_rms, args, device, label, video_name=None):
-    """args.eval_episodes episodes of the mean action on an env seeded seed + 10_000, with frozen statistics
-    and no global random generator: every evaluation starts from the same states and leaves the run as
-    it was. Records into videos/{video_name} if given, prints "{label}: mean return ...", returns the returns."""
+    """args.eval_episodes episodes of the mean action on an env seeded seed + 10_000, statistics frozen, no global
+    RNG drawn: every evaluation starts from the same states and leaves the run as it was. Video: videos/{video_name}."""
     env = make_env(args.env_id, 0, video_name is not None, video_name)()
     episodic_returns, episodic_return = [], 0.0
     obs, _ = env.reset(seed=args.seed + 10_000)
     while len(episodic_returns) < args.eval_episodes:
-        obs = obs_rms.normalize(obs) if obs_rms is not None else obs
         with torch.inference_mode():
-            action, _ = actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
+            action, _ = actor(torch.as_tensor(obs_rms.normalize(obs), dtype=torch.float32, device=device))
         action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high)
         obs, reward, terminated, truncated, _ = env.step(action)
         episodic_return += reward
@@ -369,11 +361,9 @@ def log_evaluation(writer, episodic_returns, global_step, final=False):
 
 
 def save_model(path, args, actor, critic, obs_rms, return_rms):
-    """Save the networks, the normalization statistics (None where not normalized) and the arguments."""
+    """Save the networks, the normalization statistics and the arguments."""
     model = {"actor": actor.state_dict(), "critic": critic.state_dict(), "args": vars(args)}
-    for name, rms in (("obs_rms", obs_rms), ("return_rms", return_rms)):
-        model[name] = rms.state_dict() if rms is not None else None
-    torch.save(model, path)
+    torch.save(model | {"obs_rms": obs_rms.state_dict(), "return_rms": return_rms.state_dict()}, path)
 
 
 def load_model(path, observation_space, action_space):
@@ -388,10 +378,8 @@ def load_model(path, observation_space, action_space):
             raise TypeError(type(checkpoint).__name__)
         actor = Actor(np.prod(observation_space.shape), np.prod(action_space.shape))
         actor.load_state_dict(checkpoint["actor"])
-        obs_rms = None
-        if checkpoint["obs_rms"] is not None:
-            obs_rms = RunningMeanStd(observation_space.shape)
-            obs_rms.load_state_dict(checkpoint["obs_rms"])
+        obs_rms = RunningMeanStd(observation_space.shape)
+        obs_rms.load_state_dict(checkpoint["obs_rms"])
     except Exception as e:
         raise ValueError(f"{path!r} is not a model of this script for these spaces ({type(e).__name__})") from e
     return actor, obs_rms
@@ -409,9 +397,8 @@ def start_logging(args, run_name, total_steps):
     writer = SummaryWriter(f"runs/{run_name}")
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
-    print(
-        f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
-    )
+    plan = f"{args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    print(f"runs/{run_name}: {plan}")
     return writer
 
 
@@ -440,10 +427,9 @@ def check_inputs(args):
         if not ok:
             raise ValueError(message)
     try:  # after the checks above: making an env can print warnings
-        env = make_env(args.env_id, 0, False, None)()
+        env = gym.make(args.env_id, render_mode="rgb_array") if args.capture_video else gym.make(args.env_id)
     except gym.error.Error as e:
         raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
-    env.close()
     obs_space, action_space = env.observation_space, env.action_space
     spaces_fit = isinstance(action_space, gym.spaces.Box) and isinstance(obs_space, gym.spaces.Box)
     if not spaces_fit or len(obs_space.shape) != 1:
@@ -451,15 +437,14 @@ def check_inputs(args):
         raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need {need}")
     if args.capture_video:  # a renderer that fails would otherwise fail after the run folder exists
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings():  # GLFW, for one, warns on its way to failing
                 warnings.simplefilter("ignore")
-                env = gym.make(args.env_id, render_mode="rgb_array")
                 env.reset(seed=args.seed)
                 env.render()
-                env.close()
         except Exception as e:
             reason = (str(e) or type(e).__name__).splitlines()[0]
             raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
+    env.close()
     return obs_space, action_space
 
 
@@ -499,15 +484,13 @@ def main(args):
     actor = Actor(np.prod(obs_shape), action_dim).to(device)
     critic = Critic(np.prod(obs_shape), CRITIC_WIDTH).to(device)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.vf_lr, fused=True)
-    obs_rms = RunningMeanStd(obs_shape) if args.norm_obs else None
-    # Reward scaling divides by the std of the discounted return, not of the reward itself.
-    return_rms, discounted_return = (RunningMeanStd(()) if args.norm_reward else None), np.zeros(args.num_envs)
+    obs_rms, return_rms, discounted_return = RunningMeanStd(obs_shape), RunningMeanStd(()), np.zeros(args.num_envs)
     to_tensor = partial(torch.as_tensor, device=device)
 
     def normalize(obs, update_stats=False):
-        if obs_rms is not None and update_stats:
+        if update_stats:
             obs_rms.update(obs)
-        return (obs_rms.normalize(obs) if obs_rms is not None else obs).astype(np.float32)
+        return obs_rms.normalize(obs).astype(np.float32)
 
     # Rollout storage, (num_steps, num_envs, ...): numpy while acting (cheaper writes), torch once per rollout.
     observations = np.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=np.float32)
@@ -529,11 +512,11 @@ def main(args):
                 # Only the env sees the clipped action; the stored action, and so its log-prob, is the sample.
                 clipped_actions = np.clip(actions[step], action_space.low, action_space.high)
                 next_obs, reward, terminations, truncations, infos = envs.step(clipped_actions)
-                if return_rms is not None:
-                    discounted_return = discounted_return * args.gamma + reward
-                    return_rms.update(discounted_return)
-                    reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
-                    discounted_return[terminations | truncations] = 0.0
+                # Reward scaling divides by the std of the discounted return, not of the reward itself.
+                discounted_return = discounted_return * args.gamma + reward
+                return_rms.update(discounted_return)
+                reward = np.clip(reward / np.sqrt(return_rms.var + 1e-8), -10.0, 10.0)
+                discounted_return[terminations | truncations] = 0.0
                 # Truncation is not termination: a time-limit cut is bootstrapped, r + gamma * V(final obs).
                 truncated = truncations & ~terminations
                 if truncated.any():

@@ -2,9 +2,9 @@
 
 Trust Region Policy Optimization (Schulman et al., 2015) with GAE (Schulman et al., 2016). Each iteration
 collects num_steps x num_envs transitions, estimates advantages A_t with GAE, maximises the surrogate
-L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * H(pi_theta) subject to mean KL(pi_old || pi_theta)
-<= max_kl (a natural-gradient step by conjugate gradient, scaled to the trust region and checked by a
-backtracking line search), then fits the value network, a separate one, by regression on the GAE returns.
+L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] subject to mean KL(pi_old || pi_theta) <= max_kl (a natural-gradient
+step by conjugate gradient, scaled to the trust region and checked by a backtracking line search), then fits the
+value network, a separate one, by regression on the GAE returns.
 """
 
 import datetime
@@ -76,8 +76,6 @@ class Args:
     """damping added to the Fisher matrix: CG solves (F + cg_damping * I) x = g"""
     backtrack_coeff: float = 0.8
     """each line-search step shrinks the step by this factor"""
-    ent_coef: float = 0.0
-    """coefficient of the entropy bonus in the surrogate objective"""
     vf_lr: float = 1e-3
     """the Adam learning rate of the value network"""
     vf_epochs: int = 10
@@ -190,12 +188,10 @@ def compute_gae(rewards, values, dones, next_value, gamma, gae_lambda):
     return advantages, advantages + values
 
 
-def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef):
-    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] + ent_coef * E[H(pi_theta(.|s))] (eq. 14 of the
-    TRPO paper, plus the bonus). The gradient step and the line search both call this."""
-    dist = Categorical(logits=actor(obs))
-    ratio = torch.exp(dist.log_prob(actions) - old_logprobs)
-    return (ratio * advantages).mean() + ent_coef * dist.entropy().mean()
+def surrogate_objective(actor, obs, actions, old_logprobs, advantages):
+    """L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A] (TRPO paper, eq. 14): the gradient and the line search use it."""
+    ratio = torch.exp(Categorical(logits=actor(obs)).log_prob(actions) - old_logprobs)
+    return (ratio * advantages).mean()
 
 
 def mean_kl(actor, obs, old_logits):
@@ -204,12 +200,10 @@ def mean_kl(actor, obs, old_logits):
 
 
 def fisher_vector_product_fn(actor, obs):
-    """Return v -> F v, with F the Hessian of mean KL(pi_old || pi_theta) at theta = theta_old.
-
-    At theta_old the KL's gradient w.r.t. the logits z is zero, so its Hessian w.r.t. theta is the
-    Gauss-Newton product F = E_s[J^T M J], with J = dz/dtheta and M = diag(p) - p p^T the Hessian
-    of the KL w.r.t. z. J^T u is one backward pass; since u -> J^T u is linear, the gradient of
-    (J^T u) . v w.r.t. u is J v (the double-backward trick), faster than forward mode for a small MLP."""
+    """Return v -> F v, F the Hessian of mean KL(pi_old || pi_theta) at theta_old. There the KL's gradient w.r.t.
+    the logits z is zero, so F is the Gauss-Newton product E_s[J^T M J], J = dz/dtheta, M = diag(p) - p p^T the
+    KL's Hessian w.r.t. z. J^T u is one backward pass; u -> J^T u is linear, so the gradient of (J^T u) . v w.r.t.
+    u is J v (the double-backward trick), faster than forward mode for a small MLP."""
     params = list(actor.parameters())
     logits = actor(obs)
     probs = torch.softmax(logits, dim=-1).detach()
@@ -305,9 +299,8 @@ def fit_critic(critic, optimizer, obs, returns, args):
 
 
 def evaluate(actor, obs_rms, args, device, label, video_name=None):
-    """args.eval_episodes greedy (argmax) episodes on an env seeded seed + 10_000, with frozen statistics
-    and no global random generator: every evaluation starts from the same states and leaves the run as
-    it was. Records into videos/{video_name} if given, prints "{label}: mean return ...", returns the returns."""
+    """args.eval_episodes greedy (argmax) episodes on an env seeded seed + 10_000, statistics frozen, no global
+    RNG drawn: every evaluation starts from the same states and leaves the run as it was. Video: videos/{video_name}."""
     env = make_env(args.env_id, 0, video_name is not None, video_name)()
     episodic_returns, episodic_return = [], 0.0
     obs, _ = env.reset(seed=args.seed + 10_000)
@@ -375,9 +368,8 @@ def start_logging(args, run_name, total_steps):
     writer = SummaryWriter(f"runs/{run_name}")
     hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
-    print(
-        f"runs/{run_name}: {args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
-    )
+    plan = f"{args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    print(f"runs/{run_name}: {plan}")
     return writer
 
 
@@ -395,7 +387,6 @@ def check_inputs(args):
         (0 < args.max_kl < inf, "max_kl must be positive and finite"),
         (args.cg_iters >= 1 and 0 <= args.cg_damping < inf, "cg_iters must be >= 1, cg_damping >= 0 and finite"),
         (0 < args.backtrack_coeff < 1, "backtrack_coeff must be in (0, 1)"),
-        (0 <= args.ent_coef < inf, "ent_coef must be non-negative and finite"),
         (0 < args.vf_lr < inf and args.vf_epochs >= 1, "vf_lr must be positive and finite, vf_epochs at least 1"),
         (1 <= args.vf_minibatches <= batch_size, "vf_minibatches must be in [1, num_envs * num_steps]"),
         (args.eval_episodes >= 1 and args.eval_every >= 0, "eval_episodes must be >= 1 and eval_every >= 0"),
@@ -406,10 +397,9 @@ def check_inputs(args):
     try:  # after the checks above: making an env can print warnings
         if gym.spec(args.env_id).entry_point == "ale_py.env:AtariEnv":
             raise ValueError(f"{args.env_id} is an Atari game, which trpo_atari.py learns from its frames")
-        env = make_env(args.env_id, 0, False, None)()
+        env = gym.make(args.env_id, render_mode="rgb_array") if args.capture_video else gym.make(args.env_id)
     except gym.error.Error as e:
         raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
-    env.close()
     obs_space, action_space = env.observation_space, env.action_space
     spaces_fit = isinstance(action_space, gym.spaces.Discrete) and isinstance(obs_space, gym.spaces.Box)
     if not spaces_fit or len(obs_space.shape) != 1:
@@ -417,15 +407,14 @@ def check_inputs(args):
         raise ValueError(f"{args.env_id} has {action_space} actions, {obs_space} observations: need {need}")
     if args.capture_video:  # a renderer that fails would otherwise fail after the run folder exists
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings():  # GLFW, for one, warns on its way to failing
                 warnings.simplefilter("ignore")
-                env = gym.make(args.env_id, render_mode="rgb_array")
                 env.reset(seed=args.seed)
                 env.render()
-                env.close()
         except Exception as e:
             reason = (str(e) or type(e).__name__).splitlines()[0]
             raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
+    env.close()
     return obs_space, action_space
 
 
@@ -515,9 +504,7 @@ def main(args):
                 old_logits = actor(b_obs)
                 old_dist = Categorical(logits=old_logits)
                 b_logprobs, entropy = old_dist.log_prob(b_actions), old_dist.entropy().mean().item()
-            objective_fn = partial(
-                surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages, args.ent_coef
-            )
+            objective_fn = partial(surrogate_objective, actor, b_obs, b_actions, b_logprobs, b_advantages)
             kl_fn = partial(mean_kl, actor, b_obs, old_logits)
             diagnostics = trpo_step(actor, objective_fn, kl_fn, b_obs, args.max_kl, args)
 

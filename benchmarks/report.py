@@ -49,6 +49,13 @@ NOT_RECIPE = ("--env-id", "--seed", "--resume", "--checkpoint-every")
 # it was), and the steps, which the steps column shows.
 NOT_RECIPE_ARGS = ("env_id", "seed", "resume", "checkpoint_every", "exp_name", "track", "wandb_project_name")
 NOT_RECIPE_ARGS += ("wandb_entity", "capture_video", "save_model", "eval_only", "eval_every", "total_timesteps")
+# Arguments a script no longer takes because it always does what every run set them to: a run that recorded
+# that value ran what today's script runs.
+FIXED_ARGS = {
+    "trpo_discrete.py": {"ent_coef": "0.0"},
+    "trpo_continuous.py": {"norm_obs": "True", "norm_reward": "True"},
+    "ppo_continuous.py": {"norm_obs": "True", "norm_reward": "True"},
+}
 # One colour per row label on every plot: 60 distinct colours, handed out in the order pages.json names the labels.
 PALETTE = [colour for name in ("tab20", "tab20b", "tab20c") for colour in plt.get_cmap(name).colors]
 
@@ -206,9 +213,10 @@ def prefix_checked(seed_runs):
 
 
 def older_code(seed_runs):
-    """What older code a row's runs ran: "an older script" (a recorded argument or a typed flag the current Args
-    lacks) or "an older reference.py" (the settings of runs that record no zoo entry were copied by hand); None
-    for the current code, or where benchmarks/prefix.py found the current script repeating every seed's start."""
+    """What older code a row's runs ran: "an older script" (a recorded argument, but for FIXED_ARGS at their value,
+    or a typed flag that the current Args lacks) or "an older reference.py" (the settings of runs that record no zoo
+    entry were copied by hand); None for the current code, or where benchmarks/prefix.py found the current script
+    repeating every seed's start."""
     first = next(iter(seed_runs.values()))
     script = split_command(first["command"])[0]
     if prefix_checked(seed_runs):
@@ -216,8 +224,9 @@ def older_code(seed_runs):
     if script == "reference.py":
         return None if all("zoo_entry" in s.get("args", {}) for s in seed_runs.values()) else "an older reference.py"
     fields = {field.name for field in dataclasses.fields(import_script(script).Args)}
-    flags = join_flags(flag_pairs(first["command"]))
-    current = first.get("args", {}).keys() <= fields and runs_on_today_script(script, flags)
+    fixed = FIXED_ARGS.get(script, {})
+    recorded = {name for name, value in first.get("args", {}).items() if fixed.get(name) != value}
+    current = recorded <= fields and runs_on_today_script(script, join_flags(flag_pairs(first["command"])))
     return None if current else "an older script"
 
 

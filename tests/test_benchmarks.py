@@ -257,24 +257,30 @@ def test_the_flags_column_shows_how_a_row_differs_from_todays_defaults(tmp_path)
         summary = fake_summary("defaults", seed, [100.0])
         summary["args"] = defaults | {"seed": str(seed), "total_timesteps": "1000"}
         summary_module.write_summary(summary, runs)
-        # Run with --gamma 0.9 typed, by a script whose default norm_obs was off and which had --entropy-ceiling.
+        # Run with --gamma 0.9 typed, by a script whose default vf_minibatches was 8 and which had --entropy-ceiling.
         older = fake_summary("older", seed, [100.0], "--gamma 0.9 --entropy-ceiling")
-        older["args"] = defaults | {"gamma": "0.9", "norm_obs": "False", "entropy_ceiling": "True"}
+        older["args"] = defaults | {"gamma": "0.9", "vf_minibatches": "8", "entropy_ceiling": "True"}
         summary_module.write_summary(older, runs)
         # An older script's run whose start benchmarks/prefix.py found today's script repeating.
         checked = fake_summary("checked", seed, [100.0]) | {"args": defaults | {"backtrack_iters": "10"}}
         checked["prefix_rerun"] = {"commit": "abc", "steps": 30_720 - seed, "curves": ["charts/episodic_return"]}
         summary_module.write_summary(checked, runs)
-    table = {"env": "Env-v0", "rows": [["defaults", "defaults"], ["older", "older"], ["checked", "checked"]]}
+        # norm_obs is no flag any more: the script always normalizes, as this run did.
+        fixed = fake_summary("fixed", seed, [100.0]) | {"args": defaults | {"norm_obs": "True"}}
+        summary_module.write_summary(fixed, runs)
+    # A run that switched normalization off ran an older script.
+    assert report_module.older_code({1: fixed | {"args": defaults | {"norm_obs": "False"}}}) == "an older script"
+    rows = [["defaults", "defaults"], ["older", "older"], ["checked", "checked"], ["fixed", "fixed"]]
+    table = {"env": "Env-v0", "rows": rows}
     page, pages = write_page(tmp_path, {"tables": [table]})
     assert report_module.main(["--pages", str(pages), "--runs", str(runs), "--repo", str(tmp_path)]) == 0
     lines = page.read_text().splitlines()
     assert next(line for line in lines if line.startswith("| defaults |")).startswith("| defaults |  | ")
     assert next(line for line in lines if line.startswith("| older |")).startswith(
-        "| older | `--gamma 0.9 --no-norm-obs --entropy-ceiling` | "
+        "| older | `--gamma 0.9 --vf-minibatches 8 --entropy-ceiling` | "
     )
     command = "python benchmarks/run.py trpo_continuous.py --envs Env-v0 --seeds 1 2 --label"
-    assert f"- defaults: `{command} defaults`" in lines
+    assert f"- defaults: `{command} defaults`" in lines and f"- fixed: `{command} fixed`" in lines
     # An argument today's script lacks: the runs recorded no commit to check out, so the command says so.
     assert (
         f"- older: `{command} older -- --gamma 0.9 --entropy-ceiling  # ran an older script (its runs: not recorded)`"
