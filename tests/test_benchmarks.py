@@ -1,5 +1,5 @@
 """benchmarks/run.py, summary.py and report.py on a tiny grid they run themselves and on fixture summaries;
-memory.py's batches;
+memory.py's batches; speed_mlp.py's cases;
 fvp_atari.py's warm-started CG and its probe of the training run; directions_atari.py's probe."""
 
 import ast
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import trpo_continuous
-from benchmarks import directions_atari, fvp_atari, memory
+from benchmarks import directions_atari, fvp_atari, memory, speed_mlp
 from benchmarks import report as report_module
 from benchmarks import run as run_module
 from benchmarks import summary as summary_module
@@ -390,6 +390,13 @@ def test_gitignore_drops_raw_logs_and_checkpoints_and_keeps_run_summaries():
     ]:
         check = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO, check=False)
         assert check.returncode == (0 if ignored else 1), path
+
+
+def test_the_speed_benchmark_gives_our_scripts_their_default_sizes_and_only_flags_they_take():
+    for script, _, sizes, _, _ in speed_mlp.CASES.values():
+        module = importlib.import_module(script[: -len(".py")])
+        flags = [f"--{key}={value}" for key, value in sizes.items()]
+        assert module.tyro.cli(module.Args, args=flags) == module.Args(), script
 
 
 def test_memory_benchmark_runs_one_update_at_each_scripts_defaults():
