@@ -397,9 +397,10 @@ def check_inputs(args):
     try:  # after the checks above: making an env can print warnings
         if gym.spec(args.env_id).entry_point == "ale_py.env:AtariEnv":
             raise ValueError(f"{args.env_id} is an Atari game, which trpo_atari.py learns from its frames")
-        env = gym.make(args.env_id, render_mode="rgb_array") if args.capture_video else gym.make(args.env_id)
+        env = make_env(args.env_id, 0, False, None)()
     except gym.error.Error as e:
         raise ValueError(f"cannot make env {args.env_id!r}: {e}") from e
+    env.close()
     obs_space, action_space = env.observation_space, env.action_space
     spaces_fit = isinstance(action_space, gym.spaces.Discrete) and isinstance(obs_space, gym.spaces.Box)
     if not spaces_fit or len(obs_space.shape) != 1:
@@ -409,12 +410,13 @@ def check_inputs(args):
         try:
             with warnings.catch_warnings():  # GLFW, for one, warns on its way to failing
                 warnings.simplefilter("ignore")
+                env = gym.make(args.env_id, render_mode="rgb_array")
                 env.reset(seed=args.seed)
                 env.render()
+                env.close()
         except Exception as e:
             reason = (str(e) or type(e).__name__).splitlines()[0]
             raise ValueError(f"--capture-video cannot render {args.env_id} ({reason})") from e
-    env.close()
     return obs_space, action_space
 
 

@@ -137,6 +137,8 @@ BAD_INPUTS = [
     ("trpo_discrete.py", ["--env-id", "ALE/Pong-v5"], "trpo_atari.py"),
     ("trpo_continuous.py", ["--env-id", "BrokenRenderPendulum-v1", "--capture-video"], "--capture-video cannot render"),
     ("ppo_continuous.py", ["--env-id", "BrokenRenderPendulum-v1", "--capture-video"], "no OpenGL context"),
+    # An env whose maker takes no render_mode cannot record either.
+    ("trpo_discrete.py", ["--env-id", "NaNRewardCartPole-v1", "--capture-video"], "--capture-video cannot render"),
     # The Atari scripts.
     ("ppo_atari.py", ["--env-id", "CartPole-v1"], "CartPole-v1"),
     ("ppo_atari.py", ["--env-id", "NoSuchGameNoFrameskip-v4"], "NoSuchGameNoFrameskip-v4"),
