@@ -295,23 +295,6 @@ def load_model(path, observation_space, action_space):
     return actor, obs_rms
 
 
-def start_logging(args, run_name, total_steps):
-    """The TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; with --track,
-    Weights and Biases mirrors it. Prints the run folder and the plan, the run's first line."""
-    if args.track:
-        import wandb
-
-        project = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name}
-        # monitor_gym uploads what RecordVideo records.
-        wandb.init(**project, config=vars(args), sync_tensorboard=True, monitor_gym=True, save_code=True)
-    writer = SummaryWriter(f"runs/{run_name}")
-    hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
-    plan = f"{args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
-    print(f"runs/{run_name}: {plan}")
-    return writer
-
-
 def check_inputs(args):
     """The env's (observation space, action space); raises ValueError naming the first argument no
     run can use. Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
@@ -386,8 +369,18 @@ def main(args):
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if args.track:
+        import wandb
+
+        project = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name}
+        # monitor_gym uploads what RecordVideo records.
+        wandb.init(**project, config=vars(args), sync_tensorboard=True, monitor_gym=True, save_code=True)
+    writer = SummaryWriter(f"runs/{run_name}")
+    hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
     total_steps = args.num_iterations * args.batch_size  # whole iterations, at most total_timesteps
-    writer = start_logging(args, run_name, total_steps)
+    plan = f"{args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    print(f"runs/{run_name}: {plan}")  # the run's first line
 
     random.seed(args.seed)
     np.random.seed(args.seed)

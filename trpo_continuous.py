@@ -219,9 +219,7 @@ def surrogate_objective(actor, obs, actions, old_logprobs, advantages, ent_coef)
 
 
 def adapt_entropy_coef(ent_coef, entropy_gap):
-    """The entropy bonus for the next update, ent_coef * exp(ENT_COEF_RATE * entropy_gap) within
-    [MIN_ENT_COEF, MAX_ENT_COEF]: it grows while the entropy is below its target (entropy_gap > 0, in
-    nats per action dimension) and shrinks above it."""
+    """The next update's bonus: larger while the entropy is below its target (entropy_gap > 0), smaller above."""
     return min(max(ent_coef * math.exp(ENT_COEF_RATE * entropy_gap), MIN_ENT_COEF), MAX_ENT_COEF)
 
 
@@ -385,23 +383,6 @@ def load_model(path, observation_space, action_space):
     return actor, obs_rms
 
 
-def start_logging(args, run_name, total_steps):
-    """The TensorBoard writer of runs/{run_name}, with the hyperparameters as a table; with --track,
-    Weights and Biases mirrors it. Prints the run folder and the plan, the run's first line."""
-    if args.track:
-        import wandb
-
-        project = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name}
-        # monitor_gym uploads what RecordVideo records.
-        wandb.init(**project, config=vars(args), sync_tensorboard=True, monitor_gym=True, save_code=True)
-    writer = SummaryWriter(f"runs/{run_name}")
-    hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
-    plan = f"{args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
-    print(f"runs/{run_name}: {plan}")
-    return writer
-
-
 def check_inputs(args):
     """The env's (observation space, action space); raises ValueError naming the first argument no
     run can use. Every comparison with NaN is false, so each check rejects NaN; `< inf` rejects infinity."""
@@ -475,8 +456,18 @@ def main(args):
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    if args.track:
+        import wandb
+
+        project = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name}
+        # monitor_gym uploads what RecordVideo records.
+        wandb.init(**project, config=vars(args), sync_tensorboard=True, monitor_gym=True, save_code=True)
+    writer = SummaryWriter(f"runs/{run_name}")
+    hyperparameters = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{hyperparameters}")
     total_steps = args.num_iterations * args.batch_size  # whole iterations, at most total_timesteps
-    writer = start_logging(args, run_name, total_steps)
+    plan = f"{args.num_iterations} iterations x {args.batch_size} = {total_steps} of {args.total_timesteps} steps"
+    print(f"runs/{run_name}: {plan}")  # the run's first line
 
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -545,7 +536,6 @@ def main(args):
                 old_mean, old_log_std = actor(b_obs)
                 old_dist = Normal(old_mean, old_log_std.exp())
                 b_logprobs, entropy = old_dist.log_prob(b_actions).sum(-1), old_dist.entropy().sum(-1).mean().item()
-            # The radius shrinks linearly as the share of training still ahead falls from 1 to 0.
             max_kl = args.final_max_kl + (args.max_kl - args.final_max_kl) * (1 - (iteration - 1) / args.num_iterations)
             if args.target_entropy is not None:
                 ent_coef = adapt_entropy_coef(ent_coef, args.target_entropy - entropy / action_dim)
