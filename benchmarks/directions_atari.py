@@ -19,13 +19,13 @@ After measuring, the script's own step runs on the whole batch, so the training 
 flags give.
 """
 
-import argparse
 import json
 import math
 import os
 import statistics
 import sys
 from functools import partial
+from pathlib import Path
 
 import torch
 import tyro
@@ -33,7 +33,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import trpo_atari
-from benchmarks.fvp_atari import split_argv, train_with_probe
+from benchmarks.fvp_atari import probe_parser, split_argv, train_with_probe
 
 # (name, Fisher states: "subsample" as many as the script's or "half" all of the first half, damping);
 # None for the gradient itself. The first is the script's direction at its default damping.
@@ -167,17 +167,12 @@ def report(records, target_kl):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], usage="%(prog)s [options] -- TRPO_ATARI_FLAGS"
-    )
+    parser = probe_parser(__doc__)
     parser.add_argument("--measure-every", type=int, default=2, help="measure every this many updates")
     parser.add_argument("--kl", type=float, default=0.005, help="the mean KL every step is scaled to")
-    parser.add_argument("--out", help="write every measurement to this JSON file")
-    parser.add_argument("--report", help="print the table of a JSON file written with --out, without training")
     args, training_argv = split_argv(parser)
     if args.report:
-        with open(args.report) as f:
-            saved = json.load(f)
+        saved = json.loads(Path(args.report).read_text())
         print(report(saved["records"], saved["kl"]))
         return
     training_args = tyro.cli(trpo_atari.Args, args=training_argv)

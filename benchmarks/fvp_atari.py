@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 import tyro
@@ -185,6 +186,15 @@ def report(records, plain_update_seconds, threads):
     return "\n".join(lines)
 
 
+def probe_parser(doc):
+    """The parser of a probe's options, --out and --report so far (each probe adds its own): they come
+    before `--`, the trpo_atari.py flags after it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0], usage="%(prog)s [options] -- TRPO_ATARI_FLAGS")
+    parser.add_argument("--out", help="write every measurement to this JSON file")
+    parser.add_argument("--report", help="print the table of a JSON file written with --out, without training")
+    return parser
+
+
 def split_argv(parser):
     """This benchmark's options, parsed from the arguments before `--`, and the trpo_atari.py flags after it."""
     argv = sys.argv[1:]
@@ -208,16 +218,11 @@ def train_with_probe(probe, training_args):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], usage="%(prog)s [options] -- TRPO_ATARI_FLAGS"
-    )
+    parser = probe_parser(__doc__)
     parser.add_argument("--measure-every", type=int, default=10, help="measure every this many updates (at least 2)")
-    parser.add_argument("--out", help="write every measurement to this JSON file")
-    parser.add_argument("--report", help="print the table of a JSON file written with --out, without training")
     args, training_argv = split_argv(parser)
     if args.report:
-        with open(args.report) as f:
-            saved = json.load(f)
+        saved = json.loads(Path(args.report).read_text())
         print(report(saved["records"], saved["plain_update_seconds"], saved["threads"]))
         return
     if args.measure_every < 2:
